@@ -1,0 +1,989 @@
+package binlog
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/google/uuid"
+
+	"github.com/sluice-cdc/sluice/position"
+)
+
+// Errors a caller may want to tell apart with errors.Is.
+var (
+	// ErrPurged means the requested position is no longer on the server.
+	ErrPurged = errors.New("binlog: position purged from server")
+	// ErrCorrupt means an event failed its checksum or could not be decoded.
+	ErrCorrupt = errors.New("binlog: corrupt or truncated event")
+	// ErrServerConfig means the server is not set up for row-based CDC.
+	ErrServerConfig = errors.New("binlog: server not configured for row-based replication")
+	// ErrPrivilege means the user lacks a privilege sluice needs.
+	ErrPrivilege = errors.New("binlog: missing privilege")
+	// ErrClosed is returned by Next after Close.
+	ErrClosed = errors.New("binlog: reader closed")
+)
+
+// Start modes for Config.StartAt.
+const (
+	StartCurrent  = "current"  // the server's current end of binlog
+	StartEarliest = "earliest" // the oldest binlog the server still has
+)
+
+// Config says where to read from and how.
+type Config struct {
+	// Addr is host:port of the server.
+	Addr     string
+	User     string
+	Password string
+	// TLS, when set, encrypts the connection (set RootCAs to verify the server).
+	TLS *tls.Config
+	// ServerID is the replica id sluice registers with; it must differ from
+	// the server's and from other replicas'. 0 picks a random one.
+	ServerID uint32
+	// Start is the position to resume from (after a whole transaction).
+	// When it is zero, StartAt says where to begin.
+	Start   position.Position
+	StartAt string
+	// Stop, when set, ends the stream (Next returns io.EOF) after the
+	// transaction that reaches this file:offset.
+	Stop position.Position
+	// Tables selects tables; nil selects all user tables.
+	Tables *Filter
+	// ChunkBytes bounds one Txn chunk by binlog bytes (default 1 MiB). A
+	// larger transaction arrives as several chunks.
+	ChunkBytes int
+	// Heartbeat asks the server for a heartbeat when idle (default 1s).
+	Heartbeat time.Duration
+	// MaxBackoff bounds the wait between reconnection attempts (default 10s).
+	MaxBackoff time.Duration
+	// Logger receives operational messages (default slog.Default()).
+	Logger *slog.Logger
+	// Schema provides table definitions when the binlog lacks column
+	// metadata. Nil uses information_schema on the same server.
+	Schema SchemaSource
+}
+
+// ParseSourceURL parses mysql://USER:PASS@HOST:PORT[?tls=true|skip-verify]
+// into a Config.
+func ParseSourceURL(s string) (Config, error) {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "mysql" || u.Host == "" {
+		return Config{}, fmt.Errorf("binlog: source %q must look like mysql://USER:PASSWORD@HOST:PORT", redact(s))
+	}
+	cfg := Config{Addr: u.Host, User: u.User.Username()}
+	cfg.Password, _ = u.User.Password()
+	if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		cfg.Addr = net.JoinHostPort(u.Host, "3306")
+	}
+	switch u.Query().Get("tls") {
+	case "", "false":
+	case "true":
+		host, _, _ := net.SplitHostPort(cfg.Addr)
+		cfg.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	case "skip-verify":
+		cfg.TLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for by the user
+	default:
+		return Config{}, fmt.Errorf("binlog: source option tls=%q: want true, false or skip-verify", u.Query().Get("tls"))
+	}
+	if id := u.Query().Get("server_id"); id != "" {
+		n, err := strconv.ParseUint(id, 10, 32)
+		if err != nil || n == 0 {
+			return Config{}, fmt.Errorf("binlog: source option server_id=%q: want a number from 1 to 4294967295", id)
+		}
+		cfg.ServerID = uint32(n)
+	}
+	return cfg, nil
+}
+
+func redact(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+	}
+	return s
+}
+
+func (c *Config) setDefaults() {
+	if c.ChunkBytes <= 0 {
+		c.ChunkBytes = 1 << 20
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ServerID == 0 {
+		c.ServerID = 1_000_000 + rand.Uint32N(1<<30)
+	}
+	if c.StartAt == "" {
+		c.StartAt = StartCurrent
+	}
+}
+
+// Validate reports what is wrong with the configuration.
+func (c *Config) Validate() error {
+	if c.Addr == "" {
+		return errors.New("binlog: no server address (Addr, e.g. 127.0.0.1:3306)")
+	}
+	if c.User == "" {
+		return errors.New("binlog: no user: give one with replication privileges")
+	}
+	if c.Start.IsZero() && c.StartAt != StartCurrent && c.StartAt != StartEarliest {
+		return fmt.Errorf("binlog: StartAt %q: want %q or %q", c.StartAt, StartCurrent, StartEarliest)
+	}
+	return nil
+}
+
+// Reader streams committed transactions from one server.
+//
+// Use Next to pull transactions one at a time, or register handlers with
+// OnRow and OnTxn and call Run. A Reader is not safe for concurrent Next calls.
+type Reader struct {
+	cfg    Config
+	out    chan *Txn
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	err    error // set before out is closed
+	once   sync.Once
+
+	// owned by the streaming goroutine
+	flavor   position.Flavor
+	server   ServerInfo
+	schemas  *schemaCache
+	decoder  rowDecoder
+	resume   position.Position // after the last whole transaction
+	gset     position.GTIDSet  // GTID state after the last whole transaction
+	file     string
+	asm      assembly
+	skip     skipState
+	lastIdle time.Time
+
+	emit        func(*Txn) error // file mode: deliver directly
+	rowHandlers []rowHandler
+	txnHandlers []func(*Txn) error
+}
+
+// ServerInfo is what preflight learned about the server.
+type ServerInfo struct {
+	Version        string
+	Flavor         position.Flavor
+	ServerID       uint32
+	BinlogRowImage string
+	RowMetadata    string
+}
+
+type rowHandler struct {
+	db, table string
+	fn        func(*Txn, *Change) error
+}
+
+// assembly is the transaction being put together.
+type assembly struct {
+	open     bool // inside a transaction
+	hasBegin bool // a BEGIN query was seen (else a DDL ends the transaction)
+	gtid     string
+	serverID uint32
+	commit   time.Time
+	begin    position.Position
+	txn      *Txn // current chunk, nil until the first change
+	chunk    int
+	seen     int // changes of this transaction so far
+	// delivered counts the changes (in transaction order) already handed
+	// out in earlier chunks.
+	delivered int
+}
+
+// skipState drops the changes of a transaction that were already delivered
+// before a reconnection, and numbers the following chunks on from there.
+type skipState struct {
+	gtid    string
+	begin   position.Position
+	changes int
+	chunk   int
+}
+
+func (s skipState) matches(a *assembly) bool {
+	if s.changes == 0 {
+		return false
+	}
+	if s.gtid != "" {
+		return s.gtid == a.gtid
+	}
+	return s.begin == a.begin
+}
+
+// NewReader checks cfg and returns a Reader. It connects on the first
+// Next or Run call.
+func NewReader(cfg Config) (*Reader, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Reader{cfg: cfg, out: make(chan *Txn, 2), ctx: ctx, cancel: cancel}, nil
+}
+
+// OnRow registers fn for every change to db.table ("*" matches any).
+func (r *Reader) OnRow(db, table string, fn func(*Txn, *Change) error) {
+	r.rowHandlers = append(r.rowHandlers, rowHandler{db, table, fn})
+}
+
+// OnTxn registers fn for every transaction chunk.
+func (r *Reader) OnTxn(fn func(*Txn) error) { r.txnHandlers = append(r.txnHandlers, fn) }
+
+// Run calls the handlers for every transaction until ctx ends (returning
+// nil), the Stop position is reached (nil), or an error.
+func (r *Reader) Run(ctx context.Context) error {
+	defer r.Close()
+	for {
+		txn, err := r.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		}
+		for _, h := range r.txnHandlers {
+			if err := h(txn); err != nil {
+				return err
+			}
+		}
+		for i := range txn.Changes {
+			ch := &txn.Changes[i]
+			if ch.Table == nil {
+				continue
+			}
+			for _, h := range r.rowHandlers {
+				if (h.db == "*" || h.db == ch.Table.Schema) && (h.table == "*" || h.table == ch.Table.Name) {
+					if err := h.fn(txn, ch); err != nil {
+						return err
+					}
+				}
+			}
+		}
+	}
+}
+
+// Next returns the next transaction or chunk. It returns io.EOF after the
+// Stop position, ctx.Err() when ctx ends, or the error that stopped the stream.
+func (r *Reader) Next(ctx context.Context) (*Txn, error) {
+	r.once.Do(r.start)
+	select {
+	case txn, ok := <-r.out:
+		if !ok {
+			return nil, r.err
+		}
+		return txn, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Server returns what preflight learned about the server (after the first Next).
+func (r *Reader) Server() ServerInfo { return r.server }
+
+// Close stops the reader and waits for it.
+func (r *Reader) Close() error {
+	r.cancel()
+	r.wg.Wait()
+	return nil
+}
+
+func (r *Reader) start() {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		err := r.loop()
+		if err == nil {
+			err = ErrClosed
+		}
+		r.err = err
+		close(r.out)
+	}()
+}
+
+func (r *Reader) log() *slog.Logger { return r.cfg.Logger }
+
+func (r *Reader) dial(ctx context.Context) (*client.Conn, error) {
+	var opts []client.Option
+	if r.cfg.TLS != nil {
+		opts = append(opts, func(c *client.Conn) error { c.SetTLSConfig(r.cfg.TLS); return nil })
+	}
+	c, err := client.ConnectWithContext(ctx, r.cfg.Addr, r.cfg.User, r.cfg.Password, "", 10*time.Second, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("binlog: connecting to %s as %s: %w", r.cfg.Addr, r.cfg.User, err)
+	}
+	return c, nil
+}
+
+// loop connects, streams, and reconnects with backoff after transient errors.
+func (r *Reader) loop() error {
+	if err := r.prepare(); err != nil {
+		return err
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		delivered, err := r.stream()
+		if r.ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, io.EOF) {
+			return io.EOF
+		}
+		if !retryable(err) {
+			return err
+		}
+		if delivered {
+			backoff = 100 * time.Millisecond
+		}
+		r.log().Warn("binlog connection lost; reconnecting", "server", r.cfg.Addr, "resume", r.resume.String(), "in", backoff, "error", err)
+		select {
+		case <-time.After(backoff):
+		case <-r.ctx.Done():
+			return nil
+		}
+		backoff = min(backoff*2, r.cfg.MaxBackoff)
+	}
+}
+
+// retryable reports whether err is a lost connection or a server going
+// away, as opposed to a problem that reconnecting cannot fix.
+func retryable(err error) bool {
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, ErrPurged) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrSchemaMismatch) ||
+		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, errHandler) {
+		return false
+	}
+	var myErr *mysql.MyError
+	if errors.As(err, &myErr) {
+		switch myErr.Code {
+		case mysql.ER_SERVER_SHUTDOWN, mysql.ER_CON_COUNT_ERROR, 1927 /* ER_CONNECTION_KILLED */, 2013:
+			return true
+		}
+		return false
+	}
+	return true // network errors, EOF, timeouts
+}
+
+var errHandler = errors.New("binlog: stream stopped")
+
+// prepare runs the preflight checks and fixes the start position.
+func (r *Reader) prepare() error {
+	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	defer cancel()
+	c, err := r.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	info, err := preflight(c, r.cfg.ServerID)
+	if err != nil {
+		return err
+	}
+	r.server = info
+	r.flavor = info.Flavor
+	if info.BinlogRowImage != "FULL" {
+		r.log().Warn("binlog_row_image is not FULL: columns that did not change are absent from row images", "binlog_row_image", info.BinlogRowImage)
+	}
+	src := r.cfg.Schema
+	if src == nil {
+		src = NewInfoSchema(r.dial)
+	}
+	r.schemas = newSchemaCache(src)
+	r.schemas.mariaDB = r.flavor == position.MariaDB
+
+	start := r.cfg.Start
+	if start.IsZero() {
+		start, err = startPosition(c, r.flavor, r.cfg.StartAt)
+		if err != nil {
+			return err
+		}
+	} else if start.GTIDs == "" && r.flavor == position.MariaDB {
+		// Learn the GTID state at a file position so that later positions carry it.
+		if g, err := gtidAt(c, start); err == nil {
+			start.GTIDs = g
+		}
+	}
+	start.Flavor = r.flavor
+	if start.GTIDs != "" {
+		if r.gset, err = position.ParseGTIDSet(r.flavor, start.GTIDs); err != nil {
+			return err
+		}
+	}
+	r.resume = start
+	return nil
+}
+
+// preflight checks the server the way a careful replica does.
+func preflight(c *client.Conn, serverID uint32) (ServerInfo, error) {
+	var info ServerInfo
+	info.Version = c.GetServerVersion()
+	info.Flavor = position.MySQL
+	if strings.Contains(strings.ToLower(info.Version), "mariadb") {
+		info.Flavor = position.MariaDB
+	}
+	rs, err := c.Execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id")
+	if err != nil {
+		return info, fmt.Errorf("binlog: reading server settings: %w", err)
+	}
+	logBin, _ := rs.GetInt(0, 0)
+	format := resultString(rs, 0, 1)
+	info.BinlogRowImage = resultString(rs, 0, 2)
+	sid, _ := rs.GetUint(0, 3)
+	info.ServerID = uint32(sid)
+	rs.Close()
+	if logBin != 1 {
+		return info, fmt.Errorf("%w: binary logging is off on %s; start the server with --log-bin (and binlog_format=ROW)", ErrServerConfig, info.Version)
+	}
+	if !strings.EqualFold(format, "ROW") {
+		return info, fmt.Errorf("%w: binlog_format is %s; sluice needs ROW. Run: SET GLOBAL binlog_format = 'ROW'; and set binlog_format=ROW in the server's configuration (sessions already open keep their format until they reconnect)", ErrServerConfig, format)
+	}
+	info.BinlogRowImage = strings.ToUpper(info.BinlogRowImage)
+	if info.BinlogRowImage != "FULL" && info.BinlogRowImage != "MINIMAL" && info.BinlogRowImage != "NOBLOB" {
+		return info, fmt.Errorf("%w: binlog_row_image is %s; use FULL: SET GLOBAL binlog_row_image = 'FULL'", ErrServerConfig, info.BinlogRowImage)
+	}
+	if rs, err := c.Execute("SELECT @@binlog_row_metadata"); err == nil {
+		info.RowMetadata = resultString(rs, 0, 0)
+		rs.Close()
+	}
+	if info.ServerID == serverID {
+		return info, fmt.Errorf("binlog: replica server_id %d is the server's own server_id; choose another (source option server_id=N)", serverID)
+	}
+	if err := checkGrants(c); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+func checkGrants(c *client.Conn) error {
+	rs, err := c.Execute("SHOW GRANTS")
+	if err != nil {
+		return fmt.Errorf("binlog: SHOW GRANTS: %w", err)
+	}
+	defer rs.Close()
+	var all strings.Builder
+	for i := 0; i < rs.RowNumber(); i++ {
+		g := resultString(rs, i, 0)
+		all.WriteString(strings.ToUpper(g))
+		all.WriteByte('\n')
+	}
+	grants := all.String()
+	if strings.Contains(grants, "ALL PRIVILEGES ON *.*") {
+		return nil
+	}
+	if !strings.Contains(grants, "REPLICATION SLAVE") && !strings.Contains(grants, "REPLICATION REPLICA") {
+		return fmt.Errorf("%w: the user needs REPLICATION SLAVE to read the binlog: GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO <user>", ErrPrivilege)
+	}
+	if !strings.Contains(grants, "REPLICATION CLIENT") && !strings.Contains(grants, "BINLOG MONITOR") {
+		return fmt.Errorf("%w: the user needs REPLICATION CLIENT (BINLOG MONITOR on MariaDB 10.5+) to read binlog positions: GRANT REPLICATION CLIENT ON *.* TO <user>", ErrPrivilege)
+	}
+	return nil
+}
+
+// startPosition resolves "current" or "earliest" to a position.
+func startPosition(c *client.Conn, flavor position.Flavor, at string) (position.Position, error) {
+	var p position.Position
+	switch at {
+	case StartEarliest:
+		rs, err := c.Execute("SHOW BINARY LOGS")
+		if err != nil {
+			return p, fmt.Errorf("binlog: SHOW BINARY LOGS: %w", err)
+		}
+		defer rs.Close()
+		if rs.RowNumber() == 0 {
+			return p, fmt.Errorf("%w: the server has no binary logs", ErrServerConfig)
+		}
+		p.File = resultString(rs, 0, 0)
+		p.Offset = 4
+		if flavor == position.MySQL {
+			return p, nil
+		}
+	default:
+		rs, err := c.Execute("SHOW MASTER STATUS")
+		if err != nil {
+			rs, err = c.Execute("SHOW BINARY LOG STATUS") // MySQL 8.4+
+		}
+		if err != nil {
+			return p, fmt.Errorf("binlog: reading the current binlog position: %w", err)
+		}
+		defer rs.Close()
+		if rs.RowNumber() == 0 {
+			return p, fmt.Errorf("%w: SHOW MASTER STATUS is empty: binary logging is off", ErrServerConfig)
+		}
+		p.File = resultString(rs, 0, 0)
+		off, _ := rs.GetUint(0, 1)
+		p.Offset = uint32(off)
+		if flavor == position.MySQL {
+			if len(rs.Fields) >= 5 {
+				p.GTIDs = resultString(rs, 0, 4)
+				p.GTIDs = strings.ReplaceAll(p.GTIDs, "\n", "")
+			}
+			return p, nil
+		}
+	}
+	g, err := gtidAt(c, p)
+	if err != nil {
+		return p, err
+	}
+	p.GTIDs = g
+	return p, nil
+}
+
+// gtidAt asks MariaDB for the GTID state at a file position.
+func gtidAt(c *client.Conn, p position.Position) (string, error) {
+	rs, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Offset)
+	if err != nil {
+		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s): %w", p, err)
+	}
+	defer rs.Close()
+	g := resultString(rs, 0, 0)
+	return g, nil
+}
+
+// oldestPosition names the oldest position the server still has, for the
+// purged-position error.
+func (r *Reader) oldestPosition() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := r.dial(ctx)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	defer c.Close()
+	p, err := startPosition(c, r.flavor, StartEarliest)
+	if err != nil {
+		return "unknown (" + err.Error() + ")"
+	}
+	return p.String()
+}
+
+// syncerLogger passes on go-mysql's warnings and errors only.
+func (r *Reader) syncerLogger() *slog.Logger {
+	return slog.New(&levelFilter{h: r.cfg.Logger.Handler(), min: slog.LevelError + 4})
+}
+
+type levelFilter struct {
+	h   slog.Handler
+	min slog.Level
+}
+
+func (l *levelFilter) Enabled(ctx context.Context, lv slog.Level) bool {
+	return lv >= l.min && l.h.Enabled(ctx, lv)
+}
+func (l *levelFilter) Handle(ctx context.Context, rec slog.Record) error { return l.h.Handle(ctx, rec) }
+func (l *levelFilter) WithAttrs(a []slog.Attr) slog.Handler {
+	return &levelFilter{h: l.h.WithAttrs(a), min: l.min}
+}
+func (l *levelFilter) WithGroup(n string) slog.Handler {
+	return &levelFilter{h: l.h.WithGroup(n), min: l.min}
+}
+
+// stream runs one replication connection from r.resume until an error.
+// delivered reports whether any transaction was delivered.
+func (r *Reader) stream() (delivered bool, err error) {
+	host, portStr, err := net.SplitHostPort(r.cfg.Addr)
+	if err != nil {
+		return false, fmt.Errorf("binlog: address %q: %w", r.cfg.Addr, err)
+	}
+	port, _ := strconv.Atoi(portStr)
+	h := &eventHandler{r: r}
+	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
+		ServerID:                r.cfg.ServerID,
+		Flavor:                  string(r.flavor),
+		Host:                    host,
+		Port:                    uint16(port),
+		User:                    r.cfg.User,
+		Password:                r.cfg.Password,
+		TLSConfig:               r.cfg.TLS,
+		HeartbeatPeriod:         r.cfg.Heartbeat,
+		ReadTimeout:             r.cfg.Heartbeat*3 + 10*time.Second,
+		DisableRetrySync:        true,
+		VerifyChecksum:          true,
+		Logger:                  r.syncerLogger(),
+		RowsEventDecodeFunc:     stashRows,
+		SynchronousEventHandler: h,
+		EventCacheCount:         1,
+		DiscardGTIDSet:          true,
+	})
+	defer syncer.Close()
+
+	r.asm = assembly{}
+	r.file = r.resume.File
+	var s *replication.BinlogStreamer
+	if r.resume.GTIDs != "" {
+		s, err = syncer.StartSyncGTID(r.gset.Clone().Set)
+	} else {
+		s, err = syncer.StartSync(mysql.Position{Name: r.resume.File, Pos: r.resume.Offset})
+	}
+	if err != nil {
+		return false, r.classify(err)
+	}
+	_, err = s.GetEvent(r.ctx)
+	if h.err != nil {
+		err = h.err
+	}
+	if r.asm.open && r.asm.delivered > 0 {
+		// Part of this transaction is out: after reconnecting, skip that part.
+		r.skip = skipState{gtid: r.asm.gtid, begin: r.asm.begin, changes: r.asm.delivered, chunk: r.asm.chunk}
+	}
+	return h.delivered, r.classify(err)
+}
+
+// classify turns server errors into the package's error classes.
+func (r *Reader) classify(err error) error {
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	var myErr *mysql.MyError
+	if errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG {
+		msg := strings.ToLower(myErr.Message)
+		if strings.Contains(msg, "purged") || strings.Contains(msg, "could not find") || strings.Contains(msg, "not find first log") || strings.Contains(msg, "gtid") && strings.Contains(msg, "not") {
+			return fmt.Errorf("%w: cannot resume at %s: %s. The oldest position the server still has is %s; start from there (--from earliest), or take a new snapshot", ErrPurged, r.resume, myErr.Message, r.oldestPosition())
+		}
+		return fmt.Errorf("binlog: server stopped the stream at %s: %w", r.resume, err)
+	}
+	var evErr *replication.EventError
+	if errors.As(err, &evErr) || errors.Is(err, replication.ErrChecksumMismatch) || strings.Contains(err.Error(), "failed checksum") {
+		return fmt.Errorf("%w: %s after %s: %v (the binlog is damaged or not a binlog; nothing after this point was delivered)", ErrCorrupt, r.file, r.resume, err)
+	}
+	return err
+}
+
+// stashRows is the go-mysql rows-event hook: it decodes only the header
+// and keeps the row bytes, which the event handler then decodes with
+// sluice's own decoder in the streaming goroutine. The bytes are parked in
+// Rows[0][0] so no shared state is needed even when go-mysql decodes
+// compressed transaction payloads concurrently.
+func stashRows(e *replication.RowsEvent, data []byte) error {
+	pos, err := e.DecodeHeader(data)
+	if err != nil {
+		return err
+	}
+	e.Rows = [][]any{{data[pos:]}}
+	return nil
+}
+
+// eventHandler receives events from the syncer goroutine.
+type eventHandler struct {
+	r         *Reader
+	err       error
+	delivered bool
+}
+
+func (h *eventHandler) HandleEvent(ev *replication.BinlogEvent) error {
+	if err := h.r.handle(ev, h); err != nil {
+		if h.err == nil {
+			h.err = err
+		}
+		return err
+	}
+	return nil
+}
+
+func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
+	hdr := ev.Header
+	switch e := ev.Event.(type) {
+	case *replication.RotateEvent:
+		r.file = string(e.NextLogName)
+		if !r.asm.open && hdr.Timestamp != 0 || r.resume.File == "" {
+			// A real rotation between transactions: the next one starts in the new file.
+			r.resume.File, r.resume.Offset = r.file, uint32(e.Position)
+		}
+		return nil
+	case *replication.FormatDescriptionEvent, *replication.PreviousGTIDsEvent,
+		*replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
+		return nil
+	case *replication.HeartbeatEvent:
+		return r.idle(h)
+	case *replication.MariadbGTIDEvent:
+		r.beginTxn(hdr, fmt.Sprintf("%d-%d-%d", e.GTID.DomainID, e.GTID.ServerID, e.GTID.SequenceNumber), time.Unix(int64(hdr.Timestamp), 0))
+		r.asm.hasBegin = !e.IsStandalone()
+		return nil
+	case *replication.GTIDEvent:
+		u, err := uuid.FromBytes(e.SID)
+		if err != nil {
+			return fmt.Errorf("%w: GTID event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos, err)
+		}
+		gtid := u.String() + ":" + strconv.FormatInt(e.GNO, 10)
+		if tag := e.Tag.String(); tag != "" {
+			gtid = u.String() + ":" + tag + ":" + strconv.FormatInt(e.GNO, 10)
+		}
+		ct := time.Unix(int64(hdr.Timestamp), 0)
+		if e.OriginalCommitTimestamp > 0 {
+			ct = time.UnixMicro(int64(e.OriginalCommitTimestamp))
+		}
+		r.beginTxn(hdr, gtid, ct)
+		return nil
+	case *replication.QueryEvent:
+		return r.query(hdr, e, h)
+	case *replication.TableMapEvent:
+		return nil // kept by the parser; resolved when rows arrive
+	case *replication.RowsEvent:
+		return r.rows(hdr, e, ev.Header.EventType, h)
+	case *replication.XIDEvent:
+		return r.commit(hdr, h)
+	case *replication.TransactionPayloadEvent:
+		for _, inner := range e.Events {
+			if err := r.handle(inner, h); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return nil
+}
+
+func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time.Time) {
+	r.asm = assembly{open: true, gtid: gtid, serverID: hdr.ServerID, commit: commit, begin: r.resume}
+	if r.skip.matches(&r.asm) {
+		// Replaying a transaction that was cut by a lost connection.
+		r.asm.chunk = r.skip.chunk
+		r.asm.delivered = r.skip.changes
+	} else {
+		r.skip = skipState{}
+	}
+}
+
+func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, h *eventHandler) error {
+	q := strings.TrimSpace(string(e.Query))
+	switch {
+	case strings.EqualFold(q, "BEGIN"):
+		if !r.asm.open {
+			r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
+		}
+		r.asm.hasBegin = true
+		return nil
+	case strings.EqualFold(q, "COMMIT"):
+		return r.commit(hdr, h)
+	}
+	if r.asm.open && r.asm.hasBegin {
+		return nil // e.g. SAVEPOINT, or a statement logged inside a transaction
+	}
+	if !r.asm.open {
+		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
+	}
+	// A statement outside BEGIN..COMMIT is DDL: its own transaction.
+	db := string(e.Schema)
+	r.schemas.invalidate("", "")
+	if isDDL(q) && (db == "" || r.cfg.Tables.MatchSchema(db) || ddlMentionsSelected(q, r.cfg.Tables)) {
+		txn := r.chunk()
+		txn.Changes = append(txn.Changes, Change{Op: OpDDL, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize})
+	}
+	return r.commit(hdr, h)
+}
+
+func isDDL(q string) bool {
+	word, _, _ := strings.Cut(strings.TrimLeft(q, " \t\n/*"), " ")
+	switch strings.ToUpper(word) {
+	case "CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE":
+		return true
+	}
+	return false
+}
+
+func ddlMentionsSelected(q string, f *Filter) bool {
+	// "ALTER TABLE db.t ..." run from another default database.
+	for _, w := range strings.Fields(q) {
+		w = strings.Trim(w, "`;,()")
+		if db, _, ok := strings.Cut(w, "."); ok && f.MatchSchema(strings.Trim(db, "`")) {
+			return true
+		}
+	}
+	return false
+}
+
+// chunk returns the current chunk, starting one if needed.
+func (r *Reader) chunk() *Txn {
+	if r.asm.txn == nil {
+		r.asm.txn = &Txn{GTID: r.asm.gtid, ServerID: r.asm.serverID, CommitTime: r.asm.commit, Begin: r.asm.begin, Chunk: r.asm.chunk}
+		r.decoder.reset()
+	}
+	return r.asm.txn
+}
+
+func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, typ replication.EventType, h *eventHandler) error {
+	tm := e.Table
+	if tm == nil || !r.cfg.Tables.Match(string(tm.Schema), string(tm.Table)) {
+		return nil
+	}
+	evPos := hdr.LogPos - hdr.EventSize
+	where := fmt.Sprintf("%s:%d", r.file, evPos)
+	if !r.asm.open {
+		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
+		r.asm.hasBegin = true
+	}
+	t, err := r.schemas.table(r.ctx, tm, where)
+	if err != nil {
+		return err
+	}
+	if len(t.Columns) != int(e.ColumnCount) {
+		return fmt.Errorf("%w: table %s at %s: the row has %d columns, the table map %d", ErrSchemaMismatch, t.QualifiedName(), where, e.ColumnCount, len(t.Columns))
+	}
+	var op Op
+	switch e.Type() {
+	case replication.EnumRowsEventTypeInsert:
+		op = OpInsert
+	case replication.EnumRowsEventTypeUpdate:
+		op = OpUpdate
+	case replication.EnumRowsEventTypeDelete:
+		op = OpDelete
+	default:
+		return fmt.Errorf("%w: unknown rows event type %v at %s", ErrCorrupt, typ, where)
+	}
+	if typ == replication.PARTIAL_UPDATE_ROWS_EVENT {
+		return fmt.Errorf("binlog: partial JSON update at %s (table %s): sluice needs whole row images; run SET GLOBAL binlog_row_value_options = ''", where, t.QualifiedName())
+	}
+	body, _ := e.Rows[0][0].([]byte)
+	switch typ {
+	case replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
+		if body, err = mysql.DecompressMariadbData(body); err != nil {
+			return fmt.Errorf("%w: compressed rows event at %s: %v", ErrCorrupt, where, err)
+		}
+	}
+	txn := r.chunk()
+	txn.Bytes += int(hdr.EventSize)
+	for rowIdx := 0; len(body) > 0; rowIdx++ {
+		ch := Change{Op: op, Table: t, File: r.file, Pos: evPos, Row: rowIdx}
+		img, n, err := r.decoder.decodeImage(t, body, e.ColumnBitmap1)
+		if err != nil {
+			return fmt.Errorf("%w: table %s at %s row %d: %v", ErrCorrupt, t.QualifiedName(), where, rowIdx, err)
+		}
+		body = body[n:]
+		switch op {
+		case OpInsert:
+			ch.After = img
+		case OpDelete:
+			ch.Before = img
+		case OpUpdate:
+			ch.Before = img
+			if ch.After, n, err = r.decoder.decodeImage(t, body, e.ColumnBitmap2); err != nil {
+				return fmt.Errorf("%w: table %s at %s row %d (after image): %v", ErrCorrupt, t.QualifiedName(), where, rowIdx, err)
+			}
+			body = body[n:]
+		}
+		r.asm.seen++
+		if r.asm.seen <= r.asm.delivered {
+			continue // delivered before the connection was lost
+		}
+		txn = r.chunk()
+		txn.Changes = append(txn.Changes, ch)
+	}
+	if txn.Bytes >= r.cfg.ChunkBytes {
+		return r.flushChunk(h)
+	}
+	return nil
+}
+
+// flushChunk delivers the current chunk of an unfinished transaction.
+func (r *Reader) flushChunk(h *eventHandler) error {
+	txn := r.asm.txn
+	if txn == nil || len(txn.Changes) == 0 {
+		return nil
+	}
+	r.asm.txn = nil
+	r.asm.chunk++
+	r.asm.delivered = r.asm.seen
+	return r.deliver(txn, h)
+}
+
+func (r *Reader) deliver(txn *Txn, h *eventHandler) error {
+	if r.emit != nil {
+		h.delivered = true
+		return r.emit(txn)
+	}
+	select {
+	case r.out <- txn:
+		h.delivered = true
+		return nil
+	case <-r.ctx.Done():
+		return errHandler
+	}
+}
+
+// commit ends the transaction at the event whose header is hdr.
+func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
+	if !r.asm.open {
+		return nil
+	}
+	end := position.Position{File: r.file, Offset: hdr.LogPos, Flavor: r.flavor}
+	if r.asm.gtid != "" && r.gset.Set == nil {
+		if g, err := position.ParseGTIDSet(r.flavor, ""); err == nil {
+			r.gset = g
+		}
+	}
+	if r.asm.gtid != "" {
+		if err := r.gset.Add(r.asm.gtid); err != nil {
+			return err
+		}
+	}
+	end.GTIDs = r.gset.String()
+	txn := r.asm.txn
+	if txn == nil && r.asm.chunk > 0 {
+		txn = r.chunk() // an empty last chunk closes a chunked transaction
+	}
+	r.skip = skipState{}
+	r.resume = end
+	r.asm.open = false
+	r.asm.txn = nil
+	if txn == nil {
+		return r.maybeProgress(hdr, h)
+	}
+	txn.End, txn.Last = end, true
+	if err := r.deliver(txn, h); err != nil {
+		return err
+	}
+	return r.checkStop(end)
+}
+
+// maybeProgress delivers an empty transaction now and then, so that
+// consumers saving positions move past runs of filtered-out transactions.
+func (r *Reader) maybeProgress(hdr *replication.EventHeader, h *eventHandler) error {
+	if now := time.Now(); now.Sub(r.lastIdle) >= time.Second {
+		r.lastIdle = now
+		txn := &Txn{Begin: r.asm.begin, End: r.resume, Last: true, CommitTime: time.Unix(int64(hdr.Timestamp), 0)}
+		if err := r.deliver(txn, h); err != nil {
+			return err
+		}
+	}
+	return r.checkStop(r.resume)
+}
+
+func (r *Reader) idle(h *eventHandler) error {
+	if r.asm.open {
+		return nil
+	}
+	return r.checkStop(r.resume)
+}
+
+func (r *Reader) checkStop(end position.Position) error {
+	if r.cfg.Stop.File == "" {
+		return nil
+	}
+	if end.File > r.cfg.Stop.File || end.File == r.cfg.Stop.File && end.Offset >= r.cfg.Stop.Offset {
+		return io.EOF
+	}
+	return nil
+}

@@ -1,0 +1,315 @@
+package binlog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+func newReader(t *testing.T, db *testenv.MariaDB, mod func(*binlog.Config)) *binlog.Reader {
+	t.Helper()
+	cfg, err := binlog.ParseSourceURL(db.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxBackoff = 500 * time.Millisecond
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := binlog.NewReader(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func next(t *testing.T, r *binlog.Reader) *binlog.Txn {
+	t.Helper()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		txn, err := r.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		if len(txn.Changes) > 0 || txn.Chunk > 0 {
+			return txn
+		}
+	}
+}
+
+func exec(t *testing.T, db *testenv.MariaDB, sql ...string) {
+	t.Helper()
+	if err := db.Exec(context.Background(), sql...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTransactionsAndPositions(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE app.skip (id INT PRIMARY KEY)")
+	r := newReader(t, db, func(c *binlog.Config) {
+		c.StartAt = binlog.StartCurrent
+		c.Tables, _ = binlog.ParseFilter("app.t")
+	})
+	// Start the reader before writing so "current" is before the writes.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := r.Next(ctx) // nothing yet: times out, but connects
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("idle Next: %v", err)
+	}
+	exec(t, db,
+		"BEGIN", "INSERT INTO app.t VALUES (1,'a'),(2,'b')", "INSERT INTO app.skip VALUES (1)", "UPDATE app.t SET v='B' WHERE id=2", "COMMIT",
+		"DELETE FROM app.t WHERE id=1",
+		"ALTER TABLE app.t ADD COLUMN w INT",
+		"INSERT INTO app.t VALUES (3,'c',33)",
+	)
+	txn := next(t, r)
+	if len(txn.Changes) != 3 || !txn.Last || txn.Chunk != 0 {
+		t.Fatalf("first txn: %d changes, last=%v chunk=%d", len(txn.Changes), txn.Last, txn.Chunk)
+	}
+	if ch := txn.Changes[0]; ch.Op != binlog.OpInsert || ch.Table.Name != "t" || ch.After[0].Int() != 1 || string(ch.After[1].Bytes()) != "a" || ch.Before != nil {
+		t.Fatalf("insert: %+v", ch)
+	}
+	if ch := txn.Changes[2]; ch.Op != binlog.OpUpdate || string(ch.Before[1].Bytes()) != "b" || string(ch.After[1].Bytes()) != "B" {
+		t.Fatalf("update: %+v", ch)
+	}
+	if !strings.HasPrefix(txn.GTID, "0-1-") || txn.End.GTIDs == "" || txn.End.File == "" || txn.End.Offset == 0 {
+		t.Fatalf("txn identity: gtid %q end %v", txn.GTID, txn.End)
+	}
+	if txn.CommitTime.IsZero() || time.Since(txn.CommitTime) > time.Minute {
+		t.Fatalf("commit time %v", txn.CommitTime)
+	}
+	first := txn.End
+	txn = next(t, r)
+	if len(txn.Changes) != 1 || txn.Changes[0].Op != binlog.OpDelete || txn.Changes[0].Before[0].Int() != 1 {
+		t.Fatalf("delete txn: %+v", txn.Changes)
+	}
+	txn = next(t, r)
+	if len(txn.Changes) != 1 || txn.Changes[0].Op != binlog.OpDDL || !strings.Contains(txn.Changes[0].Query, "ADD COLUMN w") {
+		t.Fatalf("ddl txn: %+v", txn.Changes)
+	}
+	txn = next(t, r)
+	if ch := txn.Changes[0]; len(ch.Table.Columns) != 3 || ch.Table.Columns[2].Name != "w" || ch.After[2].Int() != 33 {
+		t.Fatalf("after DDL: %+v", ch)
+	}
+	last := txn.End
+
+	// Resume from the first transaction's end by GTID and by file position:
+	// the next transaction is the delete, nothing repeated.
+	for _, start := range []position.Position{{GTIDs: first.GTIDs}, {File: first.File, Offset: first.Offset}} {
+		r2 := newReader(t, db, func(c *binlog.Config) {
+			c.Start = start
+			c.Stop = last
+			c.Tables, _ = binlog.ParseFilter("app.t")
+		})
+		txn := next(t, r2)
+		if txn.Changes[0].Op != binlog.OpDelete {
+			t.Fatalf("resume from %v: first change %v", start, txn.Changes[0].Op)
+		}
+		var n int
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			txn, err := r2.Next(ctx)
+			cancel()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += len(txn.Changes)
+		}
+		if n != 2 {
+			t.Fatalf("resume from %v: %d changes after the delete, want 2 (ddl, insert)", start, n)
+		}
+	}
+}
+
+func TestLargeTransactionChunks(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.big (id INT PRIMARY KEY, pad VARCHAR(200))")
+	r := newReader(t, db, func(c *binlog.Config) { c.ChunkBytes = 64 << 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	r.Next(ctx)
+	cancel()
+	exec(t, db, "USE app", "INSERT INTO app.big SELECT seq, REPEAT('x', 150) FROM seq_1_to_20000", "INSERT INTO app.big VALUES (0, 'after')")
+	var rows, chunks int
+	for {
+		txn := next(t, r)
+		if txn.Chunk != chunks {
+			t.Fatalf("chunk %d arrived as number %d", txn.Chunk, chunks)
+		}
+		chunks++
+		rows += len(txn.Changes)
+		for _, ch := range txn.Changes {
+			if int(ch.After[0].Int()) != rows-len(txn.Changes)+1+indexOf(txn.Changes, ch) {
+				t.Fatalf("row order broken at id %d", ch.After[0].Int())
+			}
+		}
+		if txn.Last {
+			break
+		}
+		if !txn.End.IsZero() {
+			t.Fatal("an unfinished chunk carries an End position")
+		}
+	}
+	if rows != 20000 || chunks < 10 {
+		t.Fatalf("rows %d in %d chunks; want 20000 rows in many chunks", rows, chunks)
+	}
+	txn := next(t, r)
+	if txn.Changes[0].After[0].Int() != 0 || txn.Chunk != 0 {
+		t.Fatalf("next transaction: %+v", txn.Changes[0])
+	}
+}
+
+func indexOf(chs []binlog.Change, ch binlog.Change) int {
+	for i := range chs {
+		if chs[i].Pos == ch.Pos && chs[i].Row == ch.Row {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestPreflightErrors(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	exec(t, db,
+		"SET GLOBAL binlog_format = 'STATEMENT'",
+		"CREATE USER 'weak'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT ON *.* TO 'weak'@'%'",
+	)
+	r := newReader(t, db, nil)
+	_, err := r.Next(context.Background())
+	if !errors.Is(err, binlog.ErrServerConfig) || !strings.Contains(err.Error(), "SET GLOBAL binlog_format = 'ROW'") {
+		t.Fatalf("statement format: %v", err)
+	}
+	exec(t, db, "SET GLOBAL binlog_format = 'ROW'")
+	r = newReader(t, db, func(c *binlog.Config) { c.User, c.Password = "weak", "pw" })
+	_, err = r.Next(context.Background())
+	if !errors.Is(err, binlog.ErrPrivilege) || !strings.Contains(err.Error(), "REPLICATION SLAVE") {
+		t.Fatalf("privileges: %v", err)
+	}
+}
+
+func TestPurgedPosition(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	exec(t, db, "CREATE DATABASE app", "FLUSH BINARY LOGS", "FLUSH BINARY LOGS")
+	rs, err := db.Query(context.Background(), "SHOW BINARY LOGS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastFile, _ := rs.GetString(rs.RowNumber()-1, 0)
+	exec(t, db, "PURGE BINARY LOGS TO '"+lastFile+"'")
+	r := newReader(t, db, func(c *binlog.Config) { c.Start = position.Position{File: "mysql-bin.000001", Offset: 4} })
+	for err == nil {
+		var txn *binlog.Txn
+		txn, err = r.Next(context.Background())
+		if err == nil {
+			t.Logf("unexpected txn %+v", txn)
+		}
+	}
+	if !errors.Is(err, binlog.ErrPurged) || !strings.Contains(err.Error(), lastFile) {
+		t.Fatalf("purged: want ErrPurged naming %s, got %v", lastFile, err)
+	}
+}
+
+// TestRestartExactlyOnce kills the replication connection and restarts the
+// server under write load; every transaction must come out exactly once.
+func TestRestartExactlyOnce(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY AUTO_INCREMENT, writer INT, n INT, pad VARCHAR(100), k INT, UNIQUE KEY (writer, n, k))")
+	r := newReader(t, db, func(c *binlog.Config) { c.ChunkBytes = 8 << 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	r.Next(ctx)
+	cancel()
+
+	const perWriter = 300
+	var committed atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; n < perWriter; {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				// Each transaction: several rows, a few of them big enough to chunk.
+				err := db.Exec(context.Background(), "BEGIN",
+					"USE app", fmt.Sprintf("INSERT INTO app.t (writer, n, pad, k) SELECT %d, %d, REPEAT('p', 90), seq FROM seq_1_to_40", w, n),
+					"COMMIT")
+				if err != nil && !strings.Contains(err.Error(), "Duplicate entry") { // a duplicate: committed before the restart
+					time.Sleep(100 * time.Millisecond) // server restarting: retry the same n
+					continue
+				}
+				committed.Add(1)
+				n++
+			}
+		}()
+	}
+	seen := map[[2]int64]int{}
+	var rows int
+	disrupted := 0
+	deadline := time.Now().Add(3 * time.Minute)
+	for rows < 2*perWriter*40 && time.Now().Before(deadline) {
+		txn := next(t, r)
+		for _, ch := range txn.Changes {
+			seen[[2]int64{ch.After[1].Int(), ch.After[2].Int()}]++
+			rows++
+		}
+		switch {
+		case disrupted == 0 && rows > 2000:
+			disrupted++
+			exec(t, db, "KILL (SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%' LIMIT 1)")
+		case disrupted == 1 && rows > 8000:
+			disrupted++
+			if err := db.Restart(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if disrupted != 2 {
+		t.Fatalf("only %d disruptions happened", disrupted)
+	}
+	for k, n := range seen {
+		if n != 40 {
+			t.Errorf("transaction writer=%d n=%d: %d rows delivered, want 40 (exactly once)", k[0], k[1], n)
+		}
+	}
+	if rows != 2*perWriter*40 || len(seen) != 2*perWriter {
+		t.Fatalf("delivered %d rows of %d transactions; want %d rows of %d", rows, len(seen), 2*perWriter*40, 2*perWriter)
+	}
+}
+
+func TestCancelIsPrompt(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	r := newReader(t, db, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := r.Next(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next on idle server: %v", err)
+	}
+	start := time.Now()
+	r.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+}

@@ -1,0 +1,76 @@
+package binlog
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Column describes one column of a table as the binlog needs it to decode
+// row images, plus what a consumer needs to render it.
+type Column struct {
+	Name string
+	// Type is the column's real MySQL type code (mysql.MYSQL_TYPE_*): for
+	// ENUM and SET stored as MYSQL_TYPE_STRING it is MYSQL_TYPE_ENUM or
+	// MYSQL_TYPE_SET.
+	Type byte
+	// BinlogType is the type code as written in the TABLE_MAP event.
+	BinlogType byte
+	// Meta is the TABLE_MAP metadata of the column (length, precision,
+	// fractional digits, pack length...).
+	Meta     uint16
+	Unsigned bool
+	Nullable bool
+	// Charset is the character set name ("utf8mb4", "latin1", "binary"...);
+	// empty for non-character types.
+	Charset string
+	// Collation is the collation id, 0 when unknown.
+	Collation uint64
+	// Enum and Set hold the member names of ENUM and SET columns.
+	Enum []string
+	Set  []string
+	// Kind is the kind of Value this column decodes to.
+	Kind Kind
+	// Frac is the number of fractional-second digits of a temporal column,
+	// or the scale of a DECIMAL.
+	Frac int
+	// Precision is the precision of a DECIMAL.
+	Precision int
+	// BitLen is the number of bits of a BIT column.
+	BitLen int
+
+	// jsonText marks a MariaDB JSON column: logged as LONGTEXT, holding JSON.
+	jsonText bool
+}
+
+// Table is one table's definition as seen by the reader: from the
+// TABLE_MAP event's optional metadata when the server writes it, else from
+// information_schema.
+type Table struct {
+	Schema  string
+	Name    string
+	Columns []Column
+	// PrimaryKey holds the indexes in Columns of the primary key, in key order.
+	PrimaryKey []int
+	// ID is the server's table id in the binlog; it changes after DDL.
+	ID uint64
+	// FromBinlog is true when names and types came from the binlog's own
+	// metadata (binlog_row_metadata=FULL), false when from information_schema.
+	FromBinlog bool
+}
+
+// QualifiedName returns "schema.table".
+func (t *Table) QualifiedName() string { return t.Schema + "." + t.Name }
+
+// ColumnIndex returns the index of the named column, or -1.
+func (t *Table) ColumnIndex(name string) int {
+	for i := range t.Columns {
+		if strings.EqualFold(t.Columns[i].Name, name) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (t *Table) String() string {
+	return fmt.Sprintf("%s (%d columns)", t.QualifiedName(), len(t.Columns))
+}

@@ -1,0 +1,89 @@
+package binlog
+
+import (
+	"time"
+
+	"github.com/sluice-cdc/sluice/position"
+)
+
+// Op is the kind of a change.
+type Op uint8
+
+// Change operations.
+const (
+	OpInsert Op = iota + 1
+	OpUpdate
+	OpDelete
+	OpDDL  // a schema change; Change.Query holds the statement
+	OpRead // a row read by a snapshot
+)
+
+var opCodes = [...]string{OpInsert: "c", OpUpdate: "u", OpDelete: "d", OpDDL: "ddl", OpRead: "r"}
+
+// Code returns the Debezium op code: "c", "u", "d", "r", or "ddl".
+func (o Op) Code() string {
+	if int(o) < len(opCodes) {
+		return opCodes[o]
+	}
+	return "?"
+}
+
+func (o Op) String() string {
+	switch o {
+	case OpInsert:
+		return "insert"
+	case OpUpdate:
+		return "update"
+	case OpDelete:
+		return "delete"
+	case OpDDL:
+		return "ddl"
+	case OpRead:
+		return "read"
+	}
+	return "unknown"
+}
+
+// Change is one row change (or one DDL statement) inside a transaction.
+type Change struct {
+	Op    Op
+	Table *Table
+	// Before is the row before an update or delete; After the row after an
+	// insert or update. Both are aligned with Table.Columns.
+	Before, After Row
+	// File and Pos locate the binlog event holding the change (the event's
+	// start offset), Row is the index of the row within that event.
+	File string
+	Pos  uint32
+	Row  int
+	// Query is the statement of a DDL change; Schema the default database
+	// it ran in.
+	Query  string
+	Schema string
+}
+
+// Txn is one committed source transaction, or one chunk of a large one.
+//
+// A transaction bigger than the reader's chunk budget is delivered as
+// several Txn values with the same GTID and Begin, numbered by Chunk from
+// 0, the final one with Last set. Chunks of one transaction are never
+// interleaved with another transaction. Only the Last chunk's End is a
+// position to resume from.
+type Txn struct {
+	// GTID of the transaction ("uuid:N" on MySQL, "D-S-N" on MariaDB);
+	// empty when the server does not use GTIDs.
+	GTID string
+	// ServerID of the server that originally committed the transaction.
+	ServerID uint32
+	// CommitTime is the commit time the server recorded (seconds on MariaDB
+	// and MySQL 5.7, microseconds on MySQL 8 when it logs them).
+	CommitTime time.Time
+	// Begin is the position just before the transaction; End the position
+	// just after it (GTID state included). End is set on the Last chunk.
+	Begin, End position.Position
+	Chunk      int
+	Last       bool
+	Changes    []Change
+	// Bytes is the size of the binlog events this chunk was decoded from.
+	Bytes int
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-cdc/sluice/internal/bench"
+)
+
+func benchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmarks that measure sluice beside its peers in one run",
+	}
+	var (
+		rows, runs int
+		keep       bool
+	)
+	lib := &cobra.Command{
+		Use:   "libslave",
+		Short: "The libslave article's benchmark: 1M-row inserts and updates of short_table and long_table",
+		Long: `Starts a throwaway MariaDB, writes four binlog ranges (inserts into and updates of
+short_table and long_table), and reads each range with sluice (typed decoding),
+go-mysql's default decoder, a raw transfer without decoding (the floor), and
+sluice's Debezium JSON output to /dev/null. Each reader runs in its own process,
+so its peak memory is its own. Prints rows/s, ratios and peak memory.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			fmt.Fprintf(os.Stderr, "starting MariaDB and writing %d rows per table...\n", rows)
+			db, ranges, err := bench.Prepare(ctx, rows, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if !keep {
+				defer db.Close()
+			} else {
+				fmt.Fprintf(os.Stderr, "keeping the server: %s (dir %s)\n", db.URL(), db.Dir)
+			}
+			results, err := bench.Run(ctx, db, ranges, bench.Options{Runs: runs, Self: self, Out: os.Stdout, Log: os.Stderr})
+			if err != nil {
+				return err
+			}
+			bench.Report(os.Stdout, results)
+			return nil
+		},
+	}
+	lib.Flags().IntVar(&rows, "rows", 1_000_000, "rows per table")
+	lib.Flags().IntVar(&runs, "runs", 1, "runs per reader and range; the fastest is reported")
+	lib.Flags().BoolVar(&keep, "keep", false, "leave the server running afterwards")
+	child := &cobra.Command{
+		Use:    "child MODE URL FROM TO",
+		Hidden: true,
+		Args:   cobra.ExactArgs(4),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			line, err := bench.Child(cmd.Context(), a[0], a[1], a[2], a[3])
+			if err != nil {
+				return err
+			}
+			fmt.Println(line)
+			return nil
+		},
+	}
+	cmd.AddCommand(lib, child)
+	return cmd
+}

@@ -1,0 +1,51 @@
+// Command sluice reads MySQL and MariaDB binary logs as a replica and
+// delivers every committed row change, in order, with exact types.
+//
+//	sluice tail --source mysql://USER:PASS@HOST:PORT --tables 'db.*'
+//	sluice read mysql-bin.000001 mysql-bin.000002
+//	sluice bench libslave
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := &cobra.Command{
+		Use:           "sluice",
+		Short:         "Change data capture from MySQL and MariaDB binary logs",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	var verbose bool
+	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
+	root.PersistentPreRun = func(*cobra.Command, []string) {
+		level := slog.LevelInfo
+		if verbose {
+			level = slog.LevelDebug
+		}
+		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	}
+	root.AddCommand(tailCmd(), readCmd(), benchCmd())
+	if err := root.ExecuteContext(ctx); err != nil {
+		if errors.Is(err, context.Canceled) {
+			os.Exit(130)
+		}
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+const tailSource = "tail" // the source name in checkpoints and messages
+
+type outputOpts struct {
+	format string
+	name   string
+}
+
+func (o *outputOpts) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.format, "format", "debezium", "output format: debezium (one JSON object per change) or none (decode only, print the summary)")
+	cmd.Flags().StringVar(&o.name, "name", "sluice", "source name written in each message's source.name")
+}
+
+func (o *outputOpts) validate() error {
+	if o.format != "debezium" && o.format != "none" {
+		return fmt.Errorf("--format %q: want debezium or none", o.format)
+	}
+	return nil
+}
+
+// printer writes changes and keeps the summary figures.
+type printer struct {
+	w     *bufio.Writer
+	enc   *codec.Encoder
+	none  bool
+	buf   []byte
+	rows  int64
+	txns  int64
+	bytes int64
+	start time.Time
+}
+
+func newPrinter(w io.Writer, o outputOpts) *printer {
+	return &printer{
+		w:     bufio.NewWriterSize(w, 256<<10),
+		enc:   codec.NewEncoder(codec.Source{Name: o.name}),
+		none:  o.format == "none",
+		start: time.Now(),
+	}
+}
+
+// txn prints one transaction chunk; it flushes at the end of a transaction.
+func (p *printer) txn(t *binlog.Txn) error {
+	p.bytes += int64(t.Bytes)
+	for i := range t.Changes {
+		ch := &t.Changes[i]
+		if ch.Op != binlog.OpDDL {
+			p.rows++
+		}
+		if p.none {
+			continue
+		}
+		p.buf = p.enc.AppendChange(p.buf[:0], t, ch)
+		if _, err := p.w.Write(p.buf); err != nil {
+			return fmt.Errorf("writing output: %w", err)
+		}
+	}
+	if t.Last && (len(t.Changes) > 0 || t.Chunk > 0) {
+		p.txns++
+	}
+	if t.Last {
+		if err := p.w.Flush(); err != nil {
+			return fmt.Errorf("writing output: %w", err)
+		}
+	}
+	return nil
+}
+
+func (p *printer) summary() string {
+	secs := time.Since(p.start).Seconds()
+	return fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f", p.rows, p.txns, p.bytes, secs, float64(p.rows)/secs)
+}
+
+func tailCmd() *cobra.Command {
+	var (
+		source, tables, from, to, ckpt string
+		out                            outputOpts
+	)
+	cmd := &cobra.Command{
+		Use:   "tail",
+		Short: "Stream row changes from a server's binlog to stdout as JSON lines",
+		Example: `  sluice tail --source mysql://repl:secret@127.0.0.1:3306 --tables 'shop.*'
+  sluice tail --source mysql://repl:secret@db:3306 --from mysql-bin.000042:4 --to mysql-bin.000043:4 --format none
+  sluice tail --source mysql://repl:secret@db:3306 --checkpoint tail.ckpt`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if source == "" {
+				return errors.New("--source is required, e.g. --source mysql://USER:PASSWORD@127.0.0.1:3306")
+			}
+			cfg, err := binlog.ParseSourceURL(source)
+			if err != nil {
+				return err
+			}
+			if cfg.Tables, err = binlog.ParseFilter(tables); err != nil {
+				return err
+			}
+			if err := parseFrom(from, &cfg); err != nil {
+				return err
+			}
+			if to != "" {
+				if cfg.Stop, err = position.ParseFilePos(to); err != nil {
+					return fmt.Errorf("--to: %w", err)
+				}
+			}
+			var store *checkpoint.FileStore
+			var cp checkpoint.Checkpoint
+			if ckpt != "" {
+				store = &checkpoint.FileStore{Path: ckpt}
+				if cp, err = store.Load(cmd.Context()); err != nil {
+					return err
+				}
+				if p, ok := cp.Sources[tailSource]; ok && !p.IsZero() {
+					slog.Info("resuming from checkpoint", "file", ckpt, "position", p.String())
+					cfg.Start = p
+				}
+			}
+			cfg.Logger = slog.Default()
+			r, err := binlog.NewReader(cfg)
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			pr := newPrinter(os.Stdout, out)
+			err = tailLoop(cmd.Context(), r, pr, store, &cp)
+			if cfg.Stop.File != "" || out.format == "none" || err == nil {
+				fmt.Fprintln(os.Stderr, pr.summary())
+			}
+			return err
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&source, "source", "", "server to read: mysql://USER:PASSWORD@HOST:PORT[?tls=true&server_id=N]")
+	f.StringVar(&tables, "tables", "", "tables to follow, comma-separated db.table globs (default: every user table)")
+	f.StringVar(&from, "from", "current", "where to start: current, earliest, FILE:POS, or gtid:SET")
+	f.StringVar(&to, "to", "", "stop after the transaction reaching FILE:POS and print a summary")
+	f.StringVar(&ckpt, "checkpoint", "", "file to save the position after each printed transaction, and to resume from")
+	out.register(cmd)
+	return cmd
+}
+
+func parseFrom(from string, cfg *binlog.Config) error {
+	switch {
+	case from == binlog.StartCurrent || from == binlog.StartEarliest:
+		cfg.StartAt = from
+	case strings.HasPrefix(from, "gtid:"):
+		set := strings.TrimPrefix(from, "gtid:")
+		g, err := position.ParseGTIDSet("", set)
+		if err != nil {
+			return fmt.Errorf("--from: %w", err)
+		}
+		cfg.Start = position.Position{GTIDs: g.String(), Flavor: g.Flavor}
+	default:
+		p, err := position.ParseFilePos(from)
+		if err != nil {
+			return fmt.Errorf("--from %q: want current, earliest, FILE:POS or gtid:SET", from)
+		}
+		cfg.Start = p
+	}
+	return nil
+}
+
+func tailLoop(ctx context.Context, r *binlog.Reader, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) error {
+	for {
+		txn, err := r.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if errors.Is(err, context.Canceled) {
+				_ = pr.w.Flush()
+				return nil
+			}
+			return err
+		}
+		if err := pr.txn(txn); err != nil {
+			return err
+		}
+		if store != nil && txn.Last && !txn.End.IsZero() {
+			if cp.Sources == nil {
+				cp.Sources = map[string]position.Position{}
+			}
+			cp.Sources[tailSource] = txn.End
+			cp.SavedAt = time.Time{}
+			v, err := store.Save(ctx, *cp, cp.Version)
+			if err != nil {
+				return err
+			}
+			cp.Version = v
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package codec
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/sluice-cdc/sluice/binlog"
+)
+
+var shortTable = &binlog.Table{
+	Schema: "bench",
+	Name:   "short_table",
+	Columns: []binlog.Column{
+		{Name: "id", Kind: binlog.KindInt},
+		{Name: "a", Kind: binlog.KindInt},
+		{Name: "b", Kind: binlog.KindInt},
+	},
+	PrimaryKey: []int{0},
+}
+
+func shortChange() binlog.Change {
+	return binlog.Change{
+		Op:    binlog.OpInsert,
+		Table: shortTable,
+		After: binlog.Row{binlog.IntValue(1234567), binlog.IntValue(42), binlog.IntValue(-7)},
+		File:  "mysql-bin.000042", Pos: 123456789, Row: 17,
+	}
+}
+
+// longTable is a 26-column row as in the throughput benchmark's long_table.
+var longTable = func() *binlog.Table {
+	t := &binlog.Table{Schema: "bench", Name: "long_table", PrimaryKey: []int{0}}
+	add := func(c binlog.Column) { t.Columns = append(t.Columns, c) }
+	text := func(name string) binlog.Column {
+		return binlog.Column{Name: name, Kind: binlog.KindString, Charset: "utf8mb4", Nullable: true}
+	}
+	add(binlog.Column{Name: "id", Kind: binlog.KindInt})
+	add(binlog.Column{Name: "created_at", Kind: binlog.KindTimestamp})
+	add(binlog.Column{Name: "updated_at", Kind: binlog.KindTimestamp, Frac: 6})
+	add(binlog.Column{Name: "status", Kind: binlog.KindEnum, Enum: []string{"active", "inactive", "deleted"}})
+	add(binlog.Column{Name: "kind", Kind: binlog.KindEnum, Enum: []string{"alpha", "beta", "gamma", "delta"}})
+	add(text("short_str"))
+	for _, n := range []string{"int_1", "int_2", "int_3", "int_4", "int_5", "int_6"} {
+		add(binlog.Column{Name: n, Kind: binlog.KindInt})
+	}
+	add(text("long_text"))
+	add(binlog.Column{Name: "tags", Kind: binlog.KindSet, Set: []string{"red", "green", "blue", "yellow"}})
+	add(binlog.Column{Name: "counter", Kind: binlog.KindUint, Unsigned: true})
+	for _, n := range []string{"double_1", "double_2", "double_3", "double_4"} {
+		add(binlog.Column{Name: n, Kind: binlog.KindDouble})
+	}
+	for _, n := range []string{"text_1", "text_2", "text_3", "text_4"} {
+		add(text(n))
+	}
+	add(text("another_str"))
+	add(binlog.Column{Name: "int_7", Kind: binlog.KindInt})
+	add(binlog.Column{Name: "int_8", Kind: binlog.KindInt})
+	return t
+}()
+
+func longChange() binlog.Change {
+	s := func(v string) binlog.Value { return binlog.BytesValue(binlog.KindString, []byte(v)) }
+	d := func(f float64) binlog.Value { return binlog.FloatValue(binlog.KindDouble, f) }
+	row := binlog.Row{
+		binlog.IntValue(1234567),
+		binlog.TimestampValue(1714979288, 0),
+		binlog.TimestampValue(1714979289, 123456),
+		binlog.NumValue(binlog.KindEnum, 1),
+		binlog.NumValue(binlog.KindEnum, 3),
+		s("short_string"),
+		binlog.IntValue(1), binlog.IntValue(-22), binlog.IntValue(333), binlog.IntValue(4444),
+		binlog.IntValue(55555), binlog.IntValue(-666666),
+		s(""),
+		binlog.NumValue(binlog.KindSet, 0b101),
+		binlog.UintValue(4000000000),
+		d(3.14159), d(-2.5e-7), d(123456.789), d(0),
+		s("lorem ipsum dolor sit amet"), s("consectetur adipiscing elit"),
+		s("sed do eiusmod tempor"), s("incididunt ut labore"),
+		s("another_short_string"),
+		binlog.IntValue(7), binlog.IntValue(8),
+	}
+	if len(row) != len(longTable.Columns) || len(row) != 26 {
+		panic("long row does not match long_table")
+	}
+	return binlog.Change{Op: binlog.OpInsert, Table: longTable, After: row, File: "mysql-bin.000042", Pos: 123456789, Row: 17}
+}
+
+func benchChange(b *testing.B, ch binlog.Change) {
+	enc := testEncoder()
+	buf := enc.AppendChange(nil, testTxn, &ch)
+	if !json.Valid(buf) {
+		b.Fatalf("invalid: %s", buf)
+	}
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		buf = enc.AppendChange(buf[:0], testTxn, &ch)
+	}
+}
+
+// BenchmarkAppendChangeShort encodes an insert of a 3-int-column row.
+func BenchmarkAppendChangeShort(b *testing.B) { benchChange(b, shortChange()) }
+
+// BenchmarkAppendChangeLong encodes an insert of the 26-column long_table row.
+func BenchmarkAppendChangeLong(b *testing.B) { benchChange(b, longChange()) }
+
+// BenchmarkAppendChangeLongUpdate encodes an update (both images) of the long row.
+func BenchmarkAppendChangeLongUpdate(b *testing.B) {
+	ch := longChange()
+	ch.Op, ch.Before = binlog.OpUpdate, ch.After
+	benchChange(b, ch)
+}

@@ -1,0 +1,324 @@
+package codec
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/sluice-cdc/sluice/binlog"
+)
+
+// DefaultVersion is the version written in source.version ("sluice-dev")
+// when Source.Version is empty.
+const DefaultVersion = "dev"
+
+// Source is the static part of every event's "source" block: what does not
+// change from one change to the next.
+type Source struct {
+	// Name is the logical name of the source server (Debezium's
+	// topic.prefix), written as source.name.
+	Name string
+	// ServerID is written as source.server_id when the transaction does not
+	// carry one (Txn.ServerID == 0, or no Txn, as for snapshot rows).
+	ServerID uint32
+	// Version is sluice's version, written as source.version with a
+	// "sluice-" prefix; empty means DefaultVersion.
+	Version string
+}
+
+// Snapshot is the value of source.snapshot.
+type Snapshot uint8
+
+// Snapshot markers. SnapshotAuto, what AppendChange uses, writes "true"
+// for rows read by a snapshot (binlog.OpRead) and "false" for everything
+// else; a snapshot writer marks its final row with SnapshotLast.
+const (
+	SnapshotAuto  Snapshot = iota // "true" if the change is an OpRead, else "false"
+	SnapshotFalse                 // "false": a change streamed from the binlog
+	SnapshotTrue                  // "true": a row of an initial snapshot
+	SnapshotLast                  // "last": the final row of an initial snapshot
+)
+
+// String returns the marker as written: "false", "true" or "last"
+// ("auto" for SnapshotAuto).
+func (s Snapshot) String() string {
+	switch s {
+	case SnapshotFalse:
+		return "false"
+	case SnapshotTrue:
+		return "true"
+	case SnapshotLast:
+		return "last"
+	}
+	return "auto"
+}
+
+// Option configures an Encoder.
+type Option func(*Encoder)
+
+// WithClock sets the clock read for the envelope's ts_ms (the time the
+// event is written). The default is time.Now; tests pass a fixed clock.
+func WithClock(now func() time.Time) Option {
+	return func(e *Encoder) { e.now = now }
+}
+
+// Encoder writes change events as Debezium-style JSON lines. Create one with
+// NewEncoder. It holds no per-call state: it is safe for concurrent use as
+// long as its clock is.
+type Encoder struct {
+	src Source
+	now func() time.Time
+	// prefix is `"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
+	prefix []byte
+}
+
+// NewEncoder returns an Encoder for the given source.
+func NewEncoder(src Source, opts ...Option) *Encoder {
+	e := &Encoder{src: src, now: time.Now}
+	for _, o := range opts {
+		o(e)
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	v := src.Version
+	if v == "" {
+		v = DefaultVersion
+	}
+	p := append([]byte(nil), `"source":{"version":`...)
+	p = appendQuoted(p, "sluice-"+v)
+	p = append(p, `,"connector":"mysql","name":`...)
+	p = appendQuoted(p, src.Name)
+	p = append(p, `,"ts_ms":`...)
+	e.prefix = p
+	return e
+}
+
+// Source returns the static source information the encoder was created with.
+func (e *Encoder) Source() Source { return e.src }
+
+// AppendChange appends one event for ch, a change of transaction txn, to
+// dst as a single line of JSON ending in '\n', and returns the extended
+// slice. A row change is written as
+//
+//	{"before":{...}|null,"after":{...}|null,"source":{...},"op":"c|u|d|r","ts_ms":N}
+//
+// and a DDL change (binlog.OpDDL) as
+//
+//	{"source":{...},"databaseName":"...","ddl":"...","ts_ms":N}
+//
+// where ts_ms is the encoder clock's time in Unix milliseconds. See
+// docs/FORMAT.md for every field. source.snapshot is "true" for rows read
+// by a snapshot (binlog.OpRead) and "false" otherwise; use
+// AppendSnapshotChange to write "last".
+//
+// txn may be nil (for snapshot rows that belong to no transaction): the
+// commit time is then 0, the GTID null and the server id Source.ServerID.
+// AppendChange allocates nothing when dst has room for the line.
+func (e *Encoder) AppendChange(dst []byte, txn *binlog.Txn, ch *binlog.Change) []byte {
+	return e.AppendSnapshotChange(dst, txn, ch, SnapshotAuto)
+}
+
+// AppendSnapshotChange is AppendChange with an explicit source.snapshot
+// marker.
+func (e *Encoder) AppendSnapshotChange(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot) []byte {
+	if snap == SnapshotAuto {
+		snap = SnapshotFalse
+		if ch.Op == binlog.OpRead {
+			snap = SnapshotTrue
+		}
+	}
+	if ch.Op == binlog.OpDDL {
+		return e.appendDDL(dst, txn, ch, snap)
+	}
+	var before, after binlog.Row
+	switch ch.Op {
+	case binlog.OpUpdate:
+		before, after = ch.Before, ch.After
+	case binlog.OpDelete:
+		before = ch.Before
+	default: // insert, snapshot read
+		after = ch.After
+	}
+	dst = append(dst, `{"before":`...)
+	dst = AppendRow(dst, ch.Table, before)
+	dst = append(dst, `,"after":`...)
+	dst = AppendRow(dst, ch.Table, after)
+	dst = append(dst, ',')
+	dst = e.appendSource(dst, txn, ch, snap)
+	dst = append(dst, `,"op":`...)
+	dst = appendQuoted(dst, ch.Op.Code())
+	dst = append(dst, `,"ts_ms":`...)
+	dst = strconv.AppendInt(dst, e.now().UnixMilli(), 10)
+	return append(dst, '}', '\n')
+}
+
+// appendDDL writes a schema-change event.
+func (e *Encoder) appendDDL(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot) []byte {
+	dst = append(dst, '{')
+	dst = e.appendSource(dst, txn, ch, snap)
+	dst = append(dst, `,"databaseName":`...)
+	dst = appendQuoted(dst, changeDB(ch))
+	dst = append(dst, `,"ddl":`...)
+	dst = appendQuoted(dst, ch.Query)
+	dst = append(dst, `,"ts_ms":`...)
+	dst = strconv.AppendInt(dst, e.now().UnixMilli(), 10)
+	return append(dst, '}', '\n')
+}
+
+// changeDB is the database of a change: its table's schema, else (for a
+// DDL statement with no resolved table) the default database it ran in.
+func changeDB(ch *binlog.Change) string {
+	if ch.Table != nil && ch.Table.Schema != "" {
+		return ch.Table.Schema
+	}
+	return ch.Schema
+}
+
+var snapshotText = [...]string{
+	SnapshotAuto:  `"false"`,
+	SnapshotFalse: `"false"`,
+	SnapshotTrue:  `"true"`,
+	SnapshotLast:  `"last"`,
+}
+
+// appendSource writes the "source" member.
+func (e *Encoder) appendSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot) []byte {
+	var (
+		commitMs int64
+		gtid     string
+		serverID = e.src.ServerID
+	)
+	if txn != nil {
+		if !txn.CommitTime.IsZero() {
+			commitMs = txn.CommitTime.UnixMilli()
+		}
+		gtid = txn.GTID
+		if txn.ServerID != 0 {
+			serverID = txn.ServerID
+		}
+	}
+	dst = append(dst, e.prefix...)
+	dst = strconv.AppendInt(dst, commitMs, 10)
+	dst = append(dst, `,"snapshot":`...)
+	if int(snap) < len(snapshotText) {
+		dst = append(dst, snapshotText[snap]...)
+	} else {
+		dst = append(dst, `"false"`...)
+	}
+	dst = append(dst, `,"db":`...)
+	dst = appendQuoted(dst, changeDB(ch))
+	dst = append(dst, `,"table":`...)
+	if ch.Table != nil {
+		dst = appendQuoted(dst, ch.Table.Name)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"server_id":`...)
+	dst = strconv.AppendUint(dst, uint64(serverID), 10)
+	dst = append(dst, `,"gtid":`...)
+	if gtid != "" {
+		dst = appendQuoted(dst, gtid)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"file":`...)
+	dst = appendQuoted(dst, ch.File)
+	dst = append(dst, `,"pos":`...)
+	dst = strconv.AppendUint(dst, uint64(ch.Pos), 10)
+	dst = append(dst, `,"row":`...)
+	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
+	return append(dst, '}')
+}
+
+// AppendRow appends one row image as a JSON object: the columns of t in
+// table order, each "name":value as AppendValue writes it. Columns whose
+// value is binlog.KindAbsent (not logged, with binlog_row_image=MINIMAL)
+// are left out. A nil row is written as null. If row and t.Columns differ
+// in length, only the columns both have are written.
+func AppendRow(dst []byte, t *binlog.Table, row binlog.Row) []byte {
+	if row == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '{')
+	if t != nil {
+		cols := t.Columns
+		n := min(len(cols), len(row))
+		sep := false
+		for i := range n {
+			if row[i].Kind() == binlog.KindAbsent {
+				continue
+			}
+			if sep {
+				dst = append(dst, ',')
+			}
+			sep = true
+			dst = appendQuoted(dst, cols[i].Name)
+			dst = append(dst, ':')
+			dst = appendValue(dst, &cols[i], &row[i])
+		}
+	}
+	return append(dst, '}')
+}
+
+// AppendKey appends the primary key of row as a JSON object, for use as a
+// message key: the primary-key columns of t in key order, or every column
+// if the table has no primary key. Values are encoded as AppendValue does;
+// absent columns are left out. Use Before for deletes and After otherwise,
+// or AppendChangeKey, which picks for you.
+func AppendKey(dst []byte, t *binlog.Table, row binlog.Row) []byte {
+	return appendKey(dst, t, row, nil)
+}
+
+// AppendChangeKey appends the key of a row change: AppendKey of the row the
+// change leaves behind (After; Before for a delete). With MINIMAL row images
+// an update's after image may lack the key columns; each key column absent
+// from After is then taken from Before.
+func AppendChangeKey(dst []byte, ch *binlog.Change) []byte {
+	switch ch.Op {
+	case binlog.OpDelete:
+		return appendKey(dst, ch.Table, ch.Before, nil)
+	case binlog.OpUpdate:
+		return appendKey(dst, ch.Table, ch.After, ch.Before)
+	}
+	return appendKey(dst, ch.Table, ch.After, nil)
+}
+
+// appendKey writes the key of row, taking absent values from fallback.
+func appendKey(dst []byte, t *binlog.Table, row, fallback binlog.Row) []byte {
+	dst = append(dst, '{')
+	if t != nil {
+		sep := false
+		one := func(i int) {
+			if i < 0 || i >= len(t.Columns) {
+				return
+			}
+			var v binlog.Value // absent
+			if i < len(row) {
+				v = row[i]
+			}
+			if v.Kind() == binlog.KindAbsent && i < len(fallback) {
+				v = fallback[i]
+			}
+			if v.Kind() == binlog.KindAbsent {
+				return
+			}
+			if sep {
+				dst = append(dst, ',')
+			}
+			sep = true
+			dst = appendQuoted(dst, t.Columns[i].Name)
+			dst = append(dst, ':')
+			dst = appendValue(dst, &t.Columns[i], &v)
+		}
+		if len(t.PrimaryKey) > 0 {
+			for _, i := range t.PrimaryKey {
+				one(i)
+			}
+		} else {
+			for i := range t.Columns {
+				one(i)
+			}
+		}
+	}
+	return append(dst, '}')
+}

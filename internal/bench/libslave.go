@@ -1,0 +1,270 @@
+// Package bench recreates the benchmark of the libslave article on a
+// throwaway MariaDB and measures sluice beside its peers in the same run.
+//
+// Four binlog ranges are written: one million inserts into short_table and
+// long_table, then one UPDATE of every row of each. For each range the
+// harness runs, each in its own child process so peak memory is the
+// child's own:
+//
+//   - sluice: the Reader decoding every column of every row into typed values;
+//   - go-mysql: go-mysql v1.16's BinlogSyncer with its default row decoder (the peer);
+//   - raw: the same range transferred without decoding rows (the floor);
+//   - debezium: sluice's Debezium JSON output written to /dev/null.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+// Range is one binlog range of the benchmark.
+type Range struct {
+	Name        string
+	Rows        int64
+	From, To    position.Position
+	Description string
+}
+
+// Options control the benchmark.
+type Options struct {
+	Rows  int      // rows per table (default 1,000,000)
+	Modes []string // modes to measure (default all)
+	Runs  int      // runs per mode and range; the best is kept (default 1)
+	Self  string   // path of the sluice binary to re-execute
+	Out   io.Writer
+	Log   io.Writer
+}
+
+// Modes measured, in the order printed.
+var Modes = []string{"sluice", "go-mysql", "raw", "debezium"}
+
+const longTableDDL = `CREATE TABLE long_table (
+  id int NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  field1 timestamp NOT NULL DEFAULT 0,
+  field2 timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  field3 enum('a','b','c') NOT NULL DEFAULT 'a',
+  field4 enum('a','b','c') NOT NULL DEFAULT 'a',
+  field5 varchar(255) NOT NULL,
+  field6 int NOT NULL,
+  field7 int NOT NULL,
+  field8 text NOT NULL,
+  field9 set('a','b','c') NOT NULL DEFAULT 'a',
+  field10 int unsigned NOT NULL DEFAULT 2,
+  field11 double NOT NULL DEFAULT 1.0,
+  field12 double NOT NULL DEFAULT 0.0,
+  field13 int NOT NULL,
+  field14 int NOT NULL,
+  field15 int NOT NULL,
+  field16 text NOT NULL,
+  field17 varchar(255) NOT NULL,
+  field18 varchar(255) NOT NULL,
+  field19 enum('a','b','c') NOT NULL DEFAULT 'a',
+  field20 int NOT NULL DEFAULT 10,
+  field21 double NOT NULL,
+  field22 double NOT NULL DEFAULT 1.0,
+  field23 double NOT NULL DEFAULT 1.0,
+  field24 double NOT NULL DEFAULT 1.0,
+  field25 text NOT NULL DEFAULT ""
+) ENGINE=InnoDB`
+
+// Prepare starts MariaDB and writes the four ranges.
+func Prepare(ctx context.Context, rows int, log io.Writer) (*testenv.MariaDB, []Range, error) {
+	db, err := testenv.Start(ctx, testenv.MariaDBOptions{
+		Extra: []string{"--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M", "--max-binlog-size=1G", "--max-allowed-packet=1G"},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	setup := []string{
+		"CREATE DATABASE bench",
+		"USE bench",
+		"CREATE TABLE short_table (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, field1 int NOT NULL, field2 int NOT NULL) ENGINE=InnoDB",
+		longTableDDL,
+	}
+	if err := db.Exec(ctx, setup...); err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	steps := []struct{ name, sql, desc string }{
+		{"short_insert", fmt.Sprintf("INSERT INTO short_table (field1, field2) SELECT seq, seq FROM seq_1_to_%d", rows), "INSERT … SELECT into short_table"},
+		{"long_insert", fmt.Sprintf("INSERT INTO long_table (field5, field25) SELECT 'short_string', 'another_short_string' FROM seq_1_to_%d", rows), "INSERT … SELECT into long_table"},
+		{"short_update", "UPDATE short_table SET field1=12", "UPDATE short_table SET field1=12"},
+		{"long_update", "UPDATE long_table SET field6=12", "UPDATE long_table SET field6=12"},
+	}
+	var ranges []Range
+	for _, s := range steps {
+		from, err := masterPos(ctx, db)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		start := time.Now()
+		if err := db.Exec(ctx, "SET SESSION sql_mode=''", "USE bench", s.sql); err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		to, err := masterPos(ctx, db)
+		if err != nil {
+			db.Close()
+			return nil, nil, err
+		}
+		fmt.Fprintf(log, "wrote %-13s %s -> %s in %.1fs\n", s.name, from, to, time.Since(start).Seconds())
+		ranges = append(ranges, Range{Name: s.name, Rows: int64(rows), From: from, To: to, Description: s.desc})
+	}
+	return db, ranges, nil
+}
+
+func masterPos(ctx context.Context, db *testenv.MariaDB) (position.Position, error) {
+	rs, err := db.Query(ctx, "SHOW MASTER STATUS")
+	if err != nil {
+		return position.Position{}, err
+	}
+	defer rs.Close()
+	file := resultString(rs, 0, 0)
+	off, _ := rs.GetUint(0, 1)
+	return position.Position{File: file, Offset: uint32(off)}, nil
+}
+
+// Result is one measurement.
+type Result struct {
+	Range   string
+	Mode    string
+	Rows    int64
+	Bytes   int64
+	Seconds float64
+	MaxRSS  int64 // bytes
+}
+
+// RowsPerSec is the decoding rate.
+func (r Result) RowsPerSec() float64 {
+	if r.Seconds == 0 {
+		return 0
+	}
+	return float64(r.Rows) / r.Seconds
+}
+
+// Run measures every mode on every range, best of opts.Runs.
+func Run(ctx context.Context, db *testenv.MariaDB, ranges []Range, opts Options) ([]Result, error) {
+	modes := opts.Modes
+	if len(modes) == 0 {
+		modes = Modes
+	}
+	var results []Result
+	for _, rg := range ranges {
+		for _, mode := range modes {
+			var best Result
+			for i := 0; i < max(opts.Runs, 1); i++ {
+				res, err := runChild(ctx, opts.Self, db, rg, mode)
+				if err != nil {
+					return results, fmt.Errorf("%s on %s: %w", mode, rg.Name, err)
+				}
+				if best.Seconds == 0 || res.Seconds < best.Seconds {
+					best = res
+				}
+			}
+			fmt.Fprintf(opts.Log, "%-13s %-9s %9d rows %8.3fs %12.0f rows/s  max RSS %4d MiB\n", rg.Name, mode, best.Rows, best.Seconds, best.RowsPerSec(), best.MaxRSS>>20)
+			results = append(results, best)
+		}
+	}
+	return results, nil
+}
+
+// runChild runs one measurement in a child process and reads its
+// "rows=N bytes=N seconds=F" summary: `sluice tail` itself for sluice's
+// modes, `sluice bench child` for the peers.
+func runChild(ctx context.Context, self string, db *testenv.MariaDB, rg Range, mode string) (Result, error) {
+	from := rg.From.File + ":" + strconv.FormatUint(uint64(rg.From.Offset), 10)
+	to := rg.To.File + ":" + strconv.FormatUint(uint64(rg.To.Offset), 10)
+	var args []string
+	switch mode {
+	case "sluice":
+		args = []string{"tail", "--source", db.URL(), "--from", from, "--to", to, "--format", "none"}
+	case "debezium":
+		args = []string{"tail", "--source", db.URL(), "--from", from, "--to", to, "--format", "debezium"}
+	default:
+		args = []string{"bench", "child", mode, db.URL(), from, to}
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	var out strings.Builder
+	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	defer devnull.Close()
+	cmd.Stdout, cmd.Stderr = devnull, &out // tail: changes to /dev/null, summary on stderr
+	if mode != "sluice" && mode != "debezium" {
+		cmd.Stdout, cmd.Stderr = &out, os.Stderr
+	}
+	if err := cmd.Run(); err != nil {
+		return Result{}, fmt.Errorf("%s %s: %w\n%s", self, strings.Join(args, " "), err, out.String())
+	}
+	res := Result{Range: rg.Name, Mode: mode}
+	for _, f := range strings.Fields(out.String()) {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "rows":
+			res.Rows, _ = strconv.ParseInt(v, 10, 64)
+		case "bytes":
+			res.Bytes, _ = strconv.ParseInt(v, 10, 64)
+		case "seconds":
+			res.Seconds, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		res.MaxRSS = ru.Maxrss * 1024
+	}
+	if mode == "raw" {
+		res.Rows = rg.Rows // the floor decodes no rows: rows/s is the range's rows over the transfer time
+	}
+	if res.Rows != rg.Rows {
+		return res, fmt.Errorf("decoded %d rows, want %d", res.Rows, rg.Rows)
+	}
+	return res, nil
+}
+
+// Report prints the results as a Markdown table with ratios.
+func Report(w io.Writer, results []Result) {
+	by := map[string]map[string]Result{}
+	var order []string
+	for _, r := range results {
+		if by[r.Range] == nil {
+			by[r.Range] = map[string]Result{}
+			order = append(order, r.Range)
+		}
+		by[r.Range][r.Mode] = r
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "| range\t rows\t binlog MB\t sluice rows/s\t go-mysql rows/s\t raw floor rows/s\t sluice/go-mysql\t sluice/raw\t sluice max RSS MiB\t debezium JSON rows/s\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	for _, name := range order {
+		m := by[name]
+		s, g, raw, dz := m["sluice"], m["go-mysql"], m["raw"], m["debezium"]
+		ratio := func(a, b Result) string {
+			if a.RowsPerSec() == 0 || b.RowsPerSec() == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f×", a.RowsPerSec()/b.RowsPerSec())
+		}
+		fmt.Fprintf(tw, "| %s\t %d\t %.0f\t %.0f\t %.0f\t %.0f\t %s\t %s\t %d\t %.0f\t\n", name, s.Rows, float64(raw.Bytes)/1e6,
+			s.RowsPerSec(), g.RowsPerSec(), raw.RowsPerSec(), ratio(s, g), ratio(s, raw), s.MaxRSS>>20, dz.RowsPerSec())
+	}
+	tw.Flush()
+}
+
+func resultString(rs *mysql.Result, row, col int) string {
+	s, _ := rs.GetString(row, col)
+	return strings.Clone(s)
+}

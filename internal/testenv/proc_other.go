@@ -1,0 +1,11 @@
+//go:build unix && !linux
+
+package testenv
+
+import "syscall"
+
+// sysProcAttr puts the child in its own process group. Pdeathsig is Linux
+// only; elsewhere a crashed test binary may leave a server behind.
+func sysProcAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true}
+}

@@ -1,0 +1,227 @@
+//go:build unix
+
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestTwoServers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	optsList := []MariaDBOptions{
+		{},
+		{RowMetadata: "minimal", RowImage: "MINIMAL", ServerID: 7, Compressed: true, MaxBinlogSize: "1M"},
+	}
+	dbs := make([]*MariaDB, len(optsList))
+	errs := make([]error, len(optsList))
+	var wg sync.WaitGroup
+	for i, o := range optsList {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			dbs[i], errs[i] = Start(ctx, o)
+			t.Logf("server %d: Start took %v", i, time.Since(start).Round(time.Millisecond))
+		}()
+	}
+	wg.Wait()
+	for i, db := range dbs {
+		if db != nil {
+			t.Cleanup(func() { _ = db.Close() })
+		}
+		if errs[i] != nil {
+			t.Fatalf("Start %d: %v", i, errs[i])
+		}
+	}
+	a, b := dbs[0], dbs[1]
+	if a.Port == b.Port || a.Dir == b.Dir {
+		t.Fatalf("servers share port/dir: %s %s / %s %s", a.Addr(), a.Dir, b.Addr(), b.Dir)
+	}
+	if want := fmt.Sprintf("mysql://root:sluice@127.0.0.1:%d", a.Port); a.URL() != want {
+		t.Errorf("URL() = %q, want %q", a.URL(), want)
+	}
+
+	check := func(db *MariaDB, metadata, image string, serverID uint32, compress string) {
+		t.Helper()
+		r, err := db.Query(ctx, "SELECT @@binlog_format, @@binlog_row_metadata, @@gtid_strict_mode, @@server_id, "+
+			"@@binlog_row_image, @@log_bin_compress, @@binlog_checksum, @@log_bin, @@log_slave_updates")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for col := range 9 {
+			s, err := r.GetString(0, col)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, s)
+		}
+		want := []string{"ROW", metadata, "1", fmt.Sprint(serverID), image, compress, "CRC32", "1", "1"}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: variables = %v, want %v", db.Addr(), got, want)
+		}
+	}
+	check(a, "FULL", "FULL", 1, "0")
+	check(b, "MINIMAL", "MINIMAL", 7, "1")
+
+	// Fresh servers have no GTIDs: account setup is not binlogged.
+	if r, err := a.Query(ctx, "SELECT @@gtid_binlog_pos"); err != nil {
+		t.Fatal(err)
+	} else if s, _ := r.GetString(0, 0); s != "" {
+		t.Errorf("fresh server gtid_binlog_pos = %q, want empty", s)
+	}
+
+	for _, db := range dbs {
+		err := db.Exec(ctx,
+			"CREATE DATABASE d",
+			"CREATE TABLE d.t (id INT PRIMARY KEY, v VARCHAR(20)) ENGINE=InnoDB",
+			fmt.Sprintf("INSERT INTO d.t VALUES (1, 'server-%d')", db.ServerID),
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Errors name the statement.
+	if err := a.Exec(ctx, "SELECT 1", "SELEKT nonsense"); err == nil || !strings.Contains(err.Error(), "SELEKT nonsense") {
+		t.Errorf("Exec error = %v, want it to name the statement", err)
+	}
+
+	// Conn works directly too.
+	c, err := b.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Execute("INSERT INTO d.t VALUES (?, ?)", 2, "prepared"); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+
+	oldPid := b.Pid()
+	start := time.Now()
+	if err := b.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Restart took %v", time.Since(start).Round(time.Millisecond))
+	if b.Pid() == 0 || b.Pid() == oldPid {
+		t.Errorf("pid after restart = %d (before %d)", b.Pid(), oldPid)
+	}
+	if alive(oldPid) {
+		t.Errorf("old mariadbd %d still alive after Restart", oldPid)
+	}
+	r, err := b.Query(ctx, "SELECT v FROM d.t ORDER BY id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.RowNumber(); got != 2 {
+		t.Fatalf("rows after restart = %d, want 2", got)
+	}
+	if v, _ := r.GetString(0, 0); v != "server-7" {
+		t.Errorf("row 1 after restart = %q", v)
+	}
+	check(b, "MINIMAL", "MINIMAL", 7, "1")
+	if r, err := b.Query(ctx, "SELECT @@gtid_binlog_pos"); err != nil {
+		t.Fatal(err)
+	} else if s, _ := r.GetString(0, 0); !strings.HasPrefix(s, "0-7-") {
+		t.Errorf("gtid_binlog_pos after restart = %q, want 0-7-N", s)
+	}
+
+	// Kill and restart: crash recovery.
+	pid := b.Pid()
+	if err := b.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) || b.Running() {
+		t.Fatalf("mariadbd %d alive after Kill", pid)
+	}
+	if err := b.Exec(ctx, "SELECT 1"); err == nil {
+		t.Error("Exec on killed server succeeded")
+	}
+	if err := b.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Exec(ctx, "INSERT INTO d.t VALUES (3, 'after-crash')"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Close kills the process and removes the directory; it is idempotent.
+	for _, db := range dbs {
+		pid := db.Pid()
+		if pid == 0 {
+			t.Fatalf("%s not running before Close", db.Addr())
+		}
+		start := time.Now()
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("Close took %v", time.Since(start).Round(time.Millisecond))
+		if err := db.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+		if alive(pid) {
+			t.Errorf("mariadbd %d still alive after Close", pid)
+		}
+		if _, err := os.Stat(db.Dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s still exists after Close (%v)", db.Dir, err)
+		}
+		if err := db.Restart(ctx); err == nil {
+			t.Error("Restart after Close succeeded")
+		}
+	}
+}
+
+func TestStartT(t *testing.T) {
+	var pid int
+	var dir string
+	ok := t.Run("inner", func(t *testing.T) {
+		db := StartT(t, MariaDBOptions{Extra: []string{"--max-allowed-packet=64M"}})
+		pid, dir = db.Pid(), db.Dir
+		r, err := db.Query(context.Background(), "SELECT @@max_allowed_packet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := r.GetInt(0, 0); v != 64<<20 {
+			t.Errorf("max_allowed_packet = %d", v)
+		}
+	})
+	if !ok {
+		return
+	}
+	if pid == 0 || alive(pid) {
+		t.Errorf("mariadbd %d alive after subtest cleanup", pid)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s still exists after subtest cleanup", dir)
+	}
+}
+
+func TestStartFailureReportsLog(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := Start(ctx, MariaDBOptions{Extra: []string{"--no-such-option-xyz"}})
+	if err == nil {
+		db.Close()
+		t.Fatal("Start with a bogus option succeeded")
+	}
+	if !strings.Contains(err.Error(), "no-such-option-xyz") {
+		t.Errorf("error does not quote the error log: %v", err)
+	}
+}
+
+// alive reports whether pid exists (reaped children do not).
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	return syscall.Kill(pid, 0) == nil
+}
