@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -63,8 +64,10 @@ type Config struct {
 	Stop position.Position
 	// Tables selects tables; nil selects all user tables.
 	Tables *Filter
-	// ChunkBytes bounds one Txn chunk by binlog bytes (default 1 MiB). A
-	// larger transaction arrives as several chunks.
+	// ChunkBytes bounds the memory of one Txn chunk: decoded values and
+	// the bytes they hold (default 1 MiB). A larger transaction arrives as
+	// several chunks. At most three chunks are held at once (one being
+	// decoded, two waiting for the consumer), plus the one the consumer has.
 	ChunkBytes int
 	// Heartbeat asks the server for a heartbeat when idle (default 1s).
 	Heartbeat time.Duration
@@ -209,6 +212,7 @@ type assembly struct {
 	txn      *Txn // current chunk, nil until the first change
 	chunk    int
 	seen     int // changes of this transaction so far
+	mem      int // estimated memory of the current chunk
 	// delivered counts the changes (in transaction order) already handed
 	// out in earlier chunks.
 	delivered int
@@ -865,6 +869,11 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 	}
 	txn := r.chunk()
 	txn.Bytes += int(hdr.EventSize)
+	r.asm.mem += len(body) // the values' bytes, at most
+	perChange := int(unsafe.Sizeof(Change{})) + len(t.Columns)*int(unsafe.Sizeof(Value{}))
+	if op == OpUpdate {
+		perChange += len(t.Columns) * int(unsafe.Sizeof(Value{}))
+	}
 	for rowIdx := 0; len(body) > 0; rowIdx++ {
 		ch := Change{Op: op, Table: t, File: r.file, Pos: evPos, Row: rowIdx}
 		img, n, err := r.decoder.decodeImage(t, body, e.ColumnBitmap1)
@@ -889,10 +898,16 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 			continue // delivered before the connection was lost
 		}
 		txn = r.chunk()
+		if txn.Changes == nil {
+			txn.Changes = make([]Change, 0, min(r.cfg.ChunkBytes/perChange+1, 1<<16))
+		}
 		txn.Changes = append(txn.Changes, ch)
-	}
-	if txn.Bytes >= r.cfg.ChunkBytes {
-		return r.flushChunk(h)
+		if r.asm.mem += perChange; r.asm.mem >= r.cfg.ChunkBytes {
+			// Mid-event: the rest of this event goes to the next chunk.
+			if err := r.flushChunk(h); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -904,6 +919,7 @@ func (r *Reader) flushChunk(h *eventHandler) error {
 		return nil
 	}
 	r.asm.txn = nil
+	r.asm.mem = 0
 	r.asm.chunk++
 	r.asm.delivered = r.asm.seen
 	return r.deliver(txn, h)

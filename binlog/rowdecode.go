@@ -43,17 +43,20 @@ func (e *ColumnError) Unwrap() []error {
 }
 
 // Arena sizes. A chunk's values live in slabs that are never reused, since
-// a consumer may still hold earlier chunks: the decoder allocates a fresh
-// slab when one fills, doubling up to the maximum, and sizes the first slab
-// of the next chunk after what the previous chunk used.
+// a consumer may still hold earlier chunks. The first slabs of a chunk are
+// sized after what the previous chunk used, so that a steady workload gets
+// slabs that fit; past that, slabs double from the minimum up to the
+// maximum. The maximums keep slabs within the allocator's small size
+// classes (32 KiB), which are cheaper to allocate and free than large
+// spans.
 const (
-	minValSlab = 256     // values
-	maxValSlab = 816     // values (32 KiB)
-	minBufSlab = 4 << 10 // bytes
+	minValSlab = 64       // values
+	maxValSlab = 816      // values (32 KiB)
+	minBufSlab = 1 << 10  // bytes
 	maxBufSlab = 32 << 10 // bytes
 	// bigValue is the size above which a variable-length value gets its own
 	// allocation instead of a place in the byte slab.
-	bigValue = 64 << 10
+	bigValue = maxBufSlab / 2
 	// maxDecimalText bounds the text of a DECIMAL(65,38): sign, 65 digits,
 	// point, and a leading zero.
 	maxDecimalText = 72
@@ -70,58 +73,57 @@ type rowDecoder struct {
 	vals []Value // current value slab: len is used, cap is its size
 	buf  []byte  // current byte slab
 
-	nextVals, nextBuf int // size of the next slab
-	usedVals, usedBuf int // slab space used by the current chunk
+	valSizer, bufSizer slabSizer
+}
+
+// slabSizer chooses slab sizes for one arena.
+type slabSizer struct {
+	hint int // slab space the previous chunk used
+	used int // slab space this chunk has used
+	grow int // size of the next slab once the hint is spent
+}
+
+// next returns the size of a new slab that must hold at least n.
+func (s *slabSizer) next(n, lo, hi int) int {
+	size := s.hint - s.used
+	if size < n {
+		size = max(s.grow, lo)
+		s.grow = min(2*size, hi)
+	}
+	return max(min(size, hi), n)
+}
+
+func (s *slabSizer) reset() {
+	if s.used > 0 {
+		s.hint = s.used
+	}
+	s.used, s.grow = 0, 0
 }
 
 // reset starts a new chunk: later rows never share memory with the rows
-// decoded so far. The first slabs of the new chunk are sized after what
-// the previous chunk used.
+// decoded so far.
 func (d *rowDecoder) reset() {
 	d.vals, d.buf = nil, nil
-	d.nextVals = slabSize(d.usedVals, minValSlab, maxValSlab)
-	d.nextBuf = slabSize(d.usedBuf, minBufSlab, maxBufSlab)
-	d.usedVals, d.usedBuf = 0, 0
-}
-
-// slabSize rounds used up to a power of two within [lo, hi].
-func slabSize(used, lo, hi int) int {
-	if used <= lo {
-		return lo
-	}
-	if used >= hi {
-		return hi
-	}
-	return 1 << bits.Len(uint(used-1))
+	d.valSizer.reset()
+	d.bufSizer.reset()
 }
 
 // allocRow returns n zeroed values that nothing else will write to.
 func (d *rowDecoder) allocRow(n int) Row {
 	if cap(d.vals)-len(d.vals) < n {
-		size := max(d.nextVals, minValSlab)
-		for size < n {
-			size *= 2
-		}
-		d.vals = make([]Value, 0, size)
-		d.nextVals = min(size*2, maxValSlab)
+		d.vals = make([]Value, 0, d.valSizer.next(n, minValSlab, maxValSlab))
 	}
 	s := len(d.vals)
 	d.vals = d.vals[:s+n]
-	d.usedVals += n
+	d.valSizer.used += n
 	return Row(d.vals[s : s+n : s+n])
 }
 
 // reserve makes room for n more bytes in the byte slab.
 func (d *rowDecoder) reserve(n int) {
-	if cap(d.buf)-len(d.buf) >= n {
-		return
+	if cap(d.buf)-len(d.buf) < n {
+		d.buf = make([]byte, 0, d.bufSizer.next(n, minBufSlab, maxBufSlab))
 	}
-	size := max(d.nextBuf, minBufSlab)
-	for size < n {
-		size *= 2
-	}
-	d.buf = make([]byte, 0, size)
-	d.nextBuf = min(size*2, maxBufSlab)
 }
 
 // setNum and setBytes fill a slot of a value slab. Slots start zeroed and
@@ -138,6 +140,17 @@ var emptyBytes = []byte{}
 // copyBytes returns a copy of src that belongs to the current chunk.
 func (d *rowDecoder) copyBytes(src []byte) []byte {
 	n := len(src)
+	if n == 0 || n > cap(d.buf)-len(d.buf) {
+		return d.copyBytesSlow(src)
+	}
+	s := len(d.buf)
+	d.buf = append(d.buf, src...)
+	d.bufSizer.used += n
+	return d.buf[s : s+n : s+n]
+}
+
+func (d *rowDecoder) copyBytesSlow(src []byte) []byte {
+	n := len(src)
 	if n == 0 {
 		return emptyBytes
 	}
@@ -147,10 +160,7 @@ func (d *rowDecoder) copyBytes(src []byte) []byte {
 		return b
 	}
 	d.reserve(n)
-	s := len(d.buf)
-	d.buf = append(d.buf, src...)
-	d.usedBuf += n
-	return d.buf[s : s+n : s+n]
+	return d.copyBytes(src)
 }
 
 // decodeImage decodes one row image of table t from data: the null bitmap
@@ -287,12 +297,25 @@ func (d *rowDecoder) decodeImage(t *Table, data []byte, present []byte) (row Row
 			setBytes(&row[i], c.Kind, d.copyBytes(rest[w:w+l]))
 			w += l
 		case mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_GEOMETRY, mysql.MYSQL_TYPE_VECTOR:
-			b, nn, err := d.lengthPrefixed(t, i, rest, pos)
-			if err != nil {
+			var l int
+			switch w = int(c.Meta); {
+			case w == 2 && len(rest) >= 2:
+				l = int(binary.LittleEndian.Uint16(rest))
+			case w == 1 && len(rest) >= 1:
+				l = int(rest[0])
+			case w == 3 && len(rest) >= 3:
+				l = int(rest[0]) | int(rest[1])<<8 | int(rest[2])<<16
+			case w == 4 && len(rest) >= 4:
+				l = int(binary.LittleEndian.Uint32(rest))
+			default:
+				_, _, err := d.lengthPrefixed(t, i, rest, pos) // reports the error
 				return nil, 0, err
 			}
-			setBytes(&row[i], c.Kind, d.copyBytes(b))
-			w = nn
+			if l > len(rest)-w {
+				return nil, 0, d.short(t, i, pos, w+l, len(rest))
+			}
+			setBytes(&row[i], c.Kind, d.copyBytes(rest[w:w+l]))
+			w += l
 		case mysql.MYSQL_TYPE_STRING:
 			_, max := stringMeta(c.Meta)
 			var l int
@@ -387,7 +410,7 @@ func (d *rowDecoder) decodeOther(t *Table, i int, rest []byte, pos int) (Value, 
 			return Value{}, 0, d.corrupt(t, i, pos, err.Error(), nil)
 		}
 		d.buf = out
-		d.usedBuf += len(out) - s
+		d.bufSizer.used += len(out) - s
 		return BytesValue(KindDecimal, out[s:len(out):len(out)]), w, nil
 
 	case mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_NEWDATE:
@@ -578,7 +601,7 @@ func (d *rowDecoder) appendJSON(body []byte) ([]byte, error) {
 	// If the text outgrew the slab, append moved it (with a copy of the
 	// slab) to a new array: values already handed out keep the old one.
 	d.buf = out
-	d.usedBuf += len(out) - s
+	d.bufSizer.used += len(out) - s
 	return out[s:len(out):len(out)], nil
 }
 

@@ -1252,19 +1252,39 @@ func TestArenaNeverOverwrites(t *testing.T) {
 
 func TestSlabSizing(t *testing.T) {
 	var d rowDecoder
-	tbl := resolved(t, Column{BinlogType: mysql.MYSQL_TYPE_LONG})
-	for range 3000 {
-		if _, _, err := d.decodeImage(tbl, []byte{0, 1, 2, 3, 4}, allPresent(1)); err != nil {
-			t.Fatal(err)
+	tbl := resolved(t, Column{BinlogType: mysql.MYSQL_TYPE_LONG}, Column{BinlogType: mysql.MYSQL_TYPE_LONG})
+	img := []byte{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	decode := func(rows int) {
+		for range rows {
+			if _, _, err := d.decodeImage(tbl, img, allPresent(2)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	decode(3000)
 	d.reset()
-	if d.nextVals != 4096 {
-		t.Errorf("after a chunk of 3000 values the next slab has %d", d.nextVals)
+	// The next chunk of the same size gets slabs that fit exactly.
+	decode(3000)
+	if got := cap(d.vals); got != 6000%maxValSlab {
+		t.Errorf("second slab of a 6000-value chunk: %d values", got)
+	}
+	if len(d.vals) != cap(d.vals) {
+		t.Errorf("slab not full: %d of %d", len(d.vals), cap(d.vals))
 	}
 	d.reset()
-	if d.nextVals != minValSlab {
-		t.Errorf("after an empty chunk the next slab has %d", d.nextVals)
+	// A small chunk after a big one gets a big first slab once, then small ones.
+	decode(1)
+	d.reset()
+	decode(1)
+	if cap(d.vals) != 2 {
+		t.Errorf("slab for a one-row chunk: %d values", cap(d.vals))
+	}
+	// An empty chunk keeps the hint.
+	d.reset()
+	d.reset()
+	decode(1)
+	if cap(d.vals) != 2 {
+		t.Errorf("slab after an empty chunk: %d values", cap(d.vals))
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -59,6 +60,7 @@ so its peak memory is its own. Prints rows/s, ratios and peak memory.`,
 		Hidden: true,
 		Args:   cobra.ExactArgs(4),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 			line, err := bench.Child(cmd.Context(), a[0], a[1], a[2], a[3])
 			if err != nil {
 				return err

@@ -181,9 +181,15 @@ func Start(ctx context.Context, opts MariaDBOptions) (*MariaDB, error) {
 	installDB, _ := findBinary(installDBCandidates)
 
 	opts = opts.withDefaults()
+	sweepOnce.Do(sweepStaleDirs)
 	dir, err := makeTempDir()
 	if err != nil {
 		return nil, err
+	}
+	// Lets sweepStaleDirs recognise the directory once this process is gone.
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("testenv: %w", err)
 	}
 	m := &MariaDB{
 		Host:     "127.0.0.1",
@@ -228,15 +234,52 @@ func Start(ctx context.Context, opts MariaDBOptions) (*MariaDB, error) {
 	return m, nil
 }
 
+const (
+	dirPrefix = "sluice-mariadb-"
+	ownerFile = "owner.pid"
+)
+
+var sweepOnce sync.Once
+
+// sweepStaleDirs removes temporary directories left behind by test binaries
+// that died before their cleanup ran (their servers died with them, thanks
+// to Pdeathsig). A directory is stale when the process named in its
+// owner.pid no longer exists.
+func sweepStaleDirs() {
+	for _, base := range []string{os.TempDir(), "/tmp"} {
+		entries, _ := os.ReadDir(base)
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), dirPrefix) {
+				continue
+			}
+			dir := filepath.Join(base, e.Name())
+			b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+			if err != nil {
+				continue
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 0 || pid == os.Getpid() {
+				continue
+			}
+			if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+				_ = os.RemoveAll(dir)
+			}
+		}
+		if os.TempDir() == "/tmp" {
+			break
+		}
+	}
+}
+
 func makeTempDir() (string, error) {
-	dir, err := os.MkdirTemp("", "sluice-mariadb-")
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return "", fmt.Errorf("testenv: %w", err)
 	}
 	// sun_path is 108 bytes; fall back to /tmp if TMPDIR is deep.
 	if len(filepath.Join(dir, "sock")) > 100 {
 		os.Remove(dir)
-		if dir, err = os.MkdirTemp("/tmp", "sluice-mariadb-"); err != nil {
+		if dir, err = os.MkdirTemp("/tmp", dirPrefix); err != nil {
 			return "", fmt.Errorf("testenv: %w", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,12 +36,14 @@ func TestTwoServers(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for i, db := range dbs {
+	for _, db := range dbs {
 		if db != nil {
 			t.Cleanup(func() { _ = db.Close() })
 		}
-		if errs[i] != nil {
-			t.Fatalf("Start %d: %v", i, errs[i])
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Start %d: %v", i, err)
 		}
 	}
 	a, b := dbs[0], dbs[1]
@@ -218,10 +221,68 @@ func TestStartFailureReportsLog(t *testing.T) {
 	}
 }
 
-// alive reports whether pid exists (reaped children do not).
+// TestCrashedTestBinaryLeavesNothing re-runs this test binary as a child that
+// starts a server and then SIGKILLs itself before any cleanup can run. The
+// server must die with it (Pdeathsig), and the next sweep must remove its
+// directory.
+func TestCrashedTestBinaryLeavesNothing(t *testing.T) {
+	if os.Getenv("SLUICE_TESTENV_CRASH_CHILD") == "1" {
+		db, err := Start(context.Background(), MariaDBOptions{})
+		if err != nil {
+			fmt.Println("ERR", err)
+			os.Exit(3)
+		}
+		fmt.Printf("PID %d DIR %s\n", db.Pid(), db.Dir)
+		os.Stdout.Sync()
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^TestCrashedTestBinaryLeavesNothing$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SLUICE_TESTENV_CRASH_CHILD=1")
+	out, err := cmd.Output()
+	var pid int
+	var dir string
+	if _, serr := fmt.Sscanf(string(out), "PID %d DIR %s", &pid, &dir); serr != nil {
+		t.Fatalf("child output %q (err %v): %v", out, err, serr)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("child did not die of SIGKILL: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("mariadbd %d survived its crashed parent", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("crashed child's dir %s: %v (expected it to still exist before the sweep)", dir, err)
+	}
+	sweepStaleDirs()
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("sweepStaleDirs left %s behind (%v)", dir, err)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
 func alive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	return syscall.Kill(pid, 0) == nil
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil // no procfs
+	}
+	// pid (comm) state ...; comm may contain spaces and parentheses.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
 }

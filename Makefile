@@ -1,0 +1,92 @@
+# sluice — MySQL/MariaDB binlog CDC.
+#
+#   make deps        install missing system packages (Debian, as root) and Go modules
+#   make build       static binary in bin/sluice
+#   make test        go vet, race-enabled tests, short fuzz smoke run
+#   make fuzz-smoke  every Fuzz* target for $(FUZZ_SMOKE_TIME)
+#   make fuzz        every Fuzz* target for $(FUZZTIME)
+#   make demo        run the end-to-end demo against a throwaway MariaDB
+#   make bench       libslave comparison benchmark
+#   make clean
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO              ?= go
+FUZZTIME        ?= 2m
+FUZZ_SMOKE_TIME ?= 10s
+TEST_TIMEOUT    ?= 18m
+APT_PACKAGES    := mariadb-server mariadb-client
+
+export DEBIAN_FRONTEND := noninteractive
+
+.PHONY: all deps build test vet unit fuzz-smoke fuzz demo bench clean
+
+all: build test
+
+# Installs only what is missing; apt-get update runs only if something is.
+# A temporary policy-rc.d stops apt from starting the system MariaDB service
+# (tests start their own throwaway servers; see internal/testenv).
+deps:
+	@command -v $(GO) >/dev/null 2>&1 || { echo "deps: Go toolchain '$(GO)' not found (need Go >= 1.26, https://go.dev/dl/)" >&2; exit 1; }
+	@missing=""; \
+	{ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } || missing="$$missing mariadb-server"; \
+	command -v mariadb-install-db >/dev/null 2>&1 || [ -x /usr/bin/mariadb-install-db ] || missing="$$missing mariadb-server"; \
+	command -v mariadb >/dev/null 2>&1 || missing="$$missing mariadb-client"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
+	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
+	[ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
+	if [ -n "$$missing" ]; then \
+		missing="$$(tr ' ' '\n' <<<"$$missing" | sed '/^$$/d' | sort -u | tr '\n' ' ')"; \
+		if [ "$$(id -u)" != 0 ]; then echo "deps: missing packages: $$missing; run 'make deps' as root or: sudo apt-get install -y $$missing" >&2; exit 1; fi; \
+		echo "deps: installing $$missing"; \
+		policy=""; if [ ! -e /usr/sbin/policy-rc.d ]; then printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; policy=1; fi; \
+		trap '[ -z "$$policy" ] || rm -f /usr/sbin/policy-rc.d' EXIT; \
+		apt-get update -q; \
+		apt-get install -y -q -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold $$missing </dev/null; \
+	fi
+	$(GO) mod download
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sluice ./cmd/sluice
+
+test: deps
+	$(GO) vet ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory fuzz-smoke
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# fuzz-targets prints "PACKAGE FUZZNAME" per fuzz target: `go test -list`
+# prints the matching names of a package, then "ok  PACKAGE  TIME".
+FUZZ_LIST = $(GO) test -list '^Fuzz' ./... | awk '/^Fuzz/ { names[n++] = $$1; next } /^ok / { for (i = 0; i < n; i++) print $$2, names[i] } { n = 0 }'
+
+define run_fuzz
+	@targets="$$($(FUZZ_LIST))"; \
+	if [ -z "$$targets" ]; then echo "no fuzz targets"; exit 0; fi; \
+	while read -r pkg name; do \
+		echo "--- fuzz $$pkg $$name ($(1))"; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(1) "$$pkg" </dev/null; \
+	done <<<"$$targets"
+endef
+
+fuzz-smoke:
+	$(call run_fuzz,$(FUZZ_SMOKE_TIME))
+
+fuzz:
+	$(call run_fuzz,$(FUZZTIME))
+
+demo: deps build
+	$(GO) run ./internal/demo
+
+bench: deps
+	$(GO) run ./cmd/sluice bench libslave
+
+clean:
+	rm -rf bin/
+	$(GO) clean -testcache
