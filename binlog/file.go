@@ -1,10 +1,13 @@
 package binlog
 
 import (
+	"bytes"
+	"encoding/binary"
 	"context"
-	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -29,52 +32,126 @@ type FileConfig struct {
 // ReadFiles decodes binlog files from disk, in the given order, the same
 // way the Reader decodes a live stream, calling fn for every transaction.
 func ReadFiles(ctx context.Context, files []string, cfg FileConfig, fn func(*Txn) error) error {
+	fr := newFileReader(ctx, cfg, fn)
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("binlog: %w", err)
+		}
+		err = fr.read(filepath.Base(name), f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadStream decodes one binlog file's bytes (starting with the 4-byte
+// binlog magic) from r. name is used in positions and messages.
+func ReadStream(ctx context.Context, name string, r io.Reader, cfg FileConfig, fn func(*Txn) error) error {
+	return newFileReader(ctx, cfg, fn).read(name, r)
+}
+
+type fileReader struct {
+	r   *Reader
+	ctx context.Context
+}
+
+func newFileReader(ctx context.Context, cfg FileConfig, fn func(*Txn) error) *fileReader {
 	rc := Config{Addr: "file", User: "file", Tables: cfg.Tables, ChunkBytes: cfg.ChunkBytes, Logger: cfg.Logger, ServerID: 1}
 	rc.setDefaults()
 	r := &Reader{cfg: rc, ctx: ctx, flavor: cfg.Flavor, schemas: newSchemaCache(cfg.Schema)}
+	r.schemas.mariaDB = r.flavor == position.MariaDB
 	r.emit = fn
-	for _, name := range files {
-		if err := ctx.Err(); err != nil {
+	return &fileReader{r: r, ctx: ctx}
+}
+
+// skipChecksumForFuzzing lets the fuzz target reach the event decoders
+// with mutated bytes; it is set only by tests.
+var skipChecksumForFuzzing bool
+
+// maxEventSize is the largest event a server writes (max_allowed_packet
+// is at most 1 GiB).
+const maxEventSize = 1<<30 + 1<<20
+
+var binlogMagic = []byte{0xfe, 'b', 'i', 'n'}
+
+func (fr *fileReader) read(name string, in io.Reader) (err error) {
+	r := fr.r
+	r.file = name
+	r.resume = position.Position{File: name, Offset: 4, Flavor: r.flavor}
+	r.asm = assembly{}
+	magic := make([]byte, 4)
+	if _, err := io.ReadFull(in, magic); err != nil || !bytes.Equal(magic, binlogMagic) {
+		return fmt.Errorf("%w: %s is not a binlog file (it does not start with the binlog magic bytes fe 62 69 6e)", ErrCorrupt, name)
+	}
+	p := replication.NewBinlogParser()
+	p.SetVerifyChecksum(!skipChecksumForFuzzing)
+	p.SetRowsEventDecodeFunc(stashRows)
+	p.SetFlavor(string(r.flavor))
+	p.SetPayloadDecoderConcurrency(1)
+	h := &eventHandler{r: r}
+	var offset int64 = 4 // of the event being read
+	defer func() {
+		// go-mysql's event parsers index into event bodies without checking
+		// every length; corrupt input must come out as an error, not a crash.
+		if rec := recover(); rec != nil {
+			err = fmt.Errorf("%w: %s: undecodable event at offset %d: %v", ErrCorrupt, name, offset, rec)
+		}
+	}()
+	corrupt := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: event at offset %d: %s (the file is damaged or truncated; events before this point were delivered)", ErrCorrupt, name, offset, fmt.Sprintf(format, args...))
+	}
+	header := make([]byte, replication.EventHeaderSize)
+	var buf bytes.Buffer
+	for {
+		if err := fr.ctx.Err(); err != nil {
 			return err
 		}
-		r.file = filepath.Base(name)
-		r.resume = position.Position{File: r.file, Offset: 4, Flavor: r.flavor}
-		r.asm = assembly{}
-		p := replication.NewBinlogParser()
-		p.SetVerifyChecksum(true)
-		p.SetRowsEventDecodeFunc(stashRows)
-		p.SetFlavor(string(r.flavor))
-		h := &eventHandler{r: r}
-		err := p.ParseFile(name, 0, func(ev *replication.BinlogEvent) error {
-			if err := ctx.Err(); err != nil {
-				return err
+		if _, err := io.ReadFull(in, header); err == io.EOF {
+			break
+		} else if err != nil {
+			return corrupt("truncated event header")
+		}
+		size := binary.LittleEndian.Uint32(header[9:])
+		if size < replication.EventHeaderSize || size > maxEventSize {
+			return corrupt("impossible event size %d", size)
+		}
+		// Grow with the data actually there: a corrupt size must not allocate.
+		buf.Reset()
+		buf.Write(header)
+		if n, err := buf.ReadFrom(io.LimitReader(in, int64(size)-replication.EventHeaderSize)); err != nil || n != int64(size)-replication.EventHeaderSize {
+			return corrupt("truncated event: %d bytes announced", size)
+		}
+		raw := bytes.Clone(buf.Bytes())
+		if replication.EventType(header[4]) == replication.MARIADB_QUERY_COMPRESSED_EVENT {
+			if err := checkQueryCompressed(raw[replication.EventHeaderSize:]); err != nil {
+				return corrupt("%v", err)
 			}
-			if r.flavor == "" {
-				switch ev.Event.(type) {
-				case *replication.MariadbGTIDEvent, *replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
-					r.flavor = position.MariaDB
-				case *replication.GTIDEvent, *replication.PreviousGTIDsEvent:
-					r.flavor = position.MySQL
-				}
-				r.schemas.mariaDB = r.flavor == position.MariaDB
-			}
-			if _, ok := ev.Event.(*replication.RotateEvent); ok {
-				return nil // the next file is given by the caller
-			}
-			return r.handle(ev, h)
-		})
+		}
+		ev, err := p.Parse(raw)
 		if err != nil {
-			if errors.Is(err, context.Canceled) {
+			return corrupt("%v", err)
+		}
+		if r.flavor == "" {
+			switch ev.Event.(type) {
+			case *replication.MariadbGTIDEvent, *replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
+				r.flavor = position.MariaDB
+			case *replication.GTIDEvent, *replication.PreviousGTIDsEvent:
+				r.flavor = position.MySQL
+			}
+			r.schemas.mariaDB = r.flavor == position.MariaDB
+		}
+		if _, ok := ev.Event.(*replication.RotateEvent); !ok { // the next file is given by the caller
+			if err := r.handle(ev, h); err != nil {
 				return err
 			}
-			if h.err != nil {
-				return h.err
-			}
-			return fmt.Errorf("%w: %s after %s: %v", ErrCorrupt, name, r.resume, err)
 		}
-		if r.asm.open {
-			return fmt.Errorf("%w: %s ends inside a transaction that began at %s (the file is truncated, or the transaction continues in a file not given)", ErrCorrupt, name, r.asm.begin)
-		}
+		offset += int64(size)
+	}
+	if r.asm.open {
+		return fmt.Errorf("%w: %s ends inside a transaction that began at %s (the file is truncated, or the transaction continues in a file not given)", ErrCorrupt, name, r.asm.begin)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package binlog
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,8 +82,12 @@ type Config struct {
 	Schema SchemaSource
 }
 
-// ParseSourceURL parses mysql://USER:PASS@HOST:PORT[?tls=true|skip-verify]
-// into a Config.
+// ParseSourceURL parses a source address into a Config:
+//
+//	mysql://USER:PASSWORD@HOST:PORT[?tls=true|skip-verify][&ca=/path/ca.pem][&server_id=N]
+//
+// tls=true verifies the server's certificate against the system's CAs, or
+// against the PEM file given by ca.
 func ParseSourceURL(s string) (Config, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "mysql" || u.Host == "" {
@@ -92,11 +98,31 @@ func ParseSourceURL(s string) (Config, error) {
 	if _, _, err := net.SplitHostPort(u.Host); err != nil {
 		cfg.Addr = net.JoinHostPort(u.Host, "3306")
 	}
-	switch u.Query().Get("tls") {
+	q := u.Query()
+	for k := range q {
+		if k != "tls" && k != "ca" && k != "server_id" {
+			return Config{}, fmt.Errorf("binlog: unknown source option %q (known: tls, ca, server_id)", k)
+		}
+	}
+	switch q.Get("tls") {
 	case "", "false":
+		if q.Get("ca") != "" {
+			return Config{}, errors.New("binlog: source option ca needs tls=true")
+		}
 	case "true":
 		host, _, _ := net.SplitHostPort(cfg.Addr)
 		cfg.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		if ca := q.Get("ca"); ca != "" {
+			pem, err := os.ReadFile(ca)
+			if err != nil {
+				return Config{}, fmt.Errorf("binlog: source option ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return Config{}, fmt.Errorf("binlog: source option ca: %s holds no PEM certificate", ca)
+			}
+			cfg.TLS.RootCAs = pool
+		}
 	case "skip-verify":
 		cfg.TLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for by the user
 	default:
@@ -863,7 +889,7 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 	body, _ := e.Rows[0][0].([]byte)
 	switch typ {
 	case replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
-		if body, err = mysql.DecompressMariadbData(body); err != nil {
+		if body, err = decompressMariaDB(body); err != nil {
 			return fmt.Errorf("%w: compressed rows event at %s: %v", ErrCorrupt, where, err)
 		}
 	}

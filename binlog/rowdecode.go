@@ -163,6 +163,21 @@ func (d *rowDecoder) copyBytesSlow(src []byte) []byte {
 	return d.copyBytes(src)
 }
 
+// copyPadded returns a copy of src right-padded with zero bytes to n bytes.
+func (d *rowDecoder) copyPadded(src []byte, n int) []byte {
+	var b []byte
+	if n > bigValue {
+		b = make([]byte, 0, n)
+	} else {
+		d.reserve(n)
+		b = d.buf[len(d.buf):len(d.buf)]
+		d.buf = d.buf[:len(d.buf)+n]
+		d.bufSizer.used += n
+	}
+	b = append(b, src...)
+	return append(b, make([]byte, n-len(src))...)[:n:n]
+}
+
 // decodeImage decodes one row image of table t from data: the null bitmap
 // over the columns present in the image (those set in present, the
 // columns bitmap of the rows event), then each present non-NULL value. It
@@ -333,7 +348,13 @@ func (d *rowDecoder) decodeImage(t *Table, data []byte, present []byte) (row Row
 			if l > len(rest)-w {
 				return nil, 0, d.short(t, i, pos, w+l, len(rest))
 			}
-			setBytes(&row[i], c.Kind, d.copyBytes(rest[w:w+l]))
+			if c.Kind == KindBytes && l < max {
+				// BINARY(n): the server strips the trailing 0x00 padding
+				// from the binlog; put it back, as SELECT shows it.
+				setBytes(&row[i], KindBytes, d.copyPadded(rest[w:w+l], max))
+			} else {
+				setBytes(&row[i], c.Kind, d.copyBytes(rest[w:w+l]))
+			}
 			w += l
 		case mysql.MYSQL_TYPE_TIMESTAMP2:
 			fsp := c.Frac

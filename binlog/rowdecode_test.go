@@ -444,13 +444,20 @@ func charCol(maxBytes int, coll uint64) genCol {
 		col: Column{BinlogType: mysql.MYSQL_TYPE_STRING, Meta: stringMetaFor(mysql.MYSQL_TYPE_STRING, maxBytes), Collation: coll},
 		gen: func(r *rand.Rand) sample {
 			s := randText(r, maxBytes, coll == collationBinary)
+			want := s
+			if coll == collationBinary {
+				// The server logs BINARY(n) without its trailing zero
+				// padding; the decoder restores it.
+				s = bytes.TrimRight(s, "\x00")
+				want = append(bytes.Clone(s), make([]byte, maxBytes-len(s))...)
+			}
 			var enc []byte
 			if maxBytes < 256 {
 				enc = append([]byte{byte(len(s))}, s...)
 			} else {
 				enc = append(leN(2, uint64(len(s))), s...)
 			}
-			return sample{enc: enc, want: BytesValue(kindOfColl(coll), s)}
+			return sample{enc: enc, want: BytesValue(kindOfColl(coll), want)}
 		},
 	}
 }
@@ -754,6 +761,11 @@ func renderGoMySQL(c *Column, x any, skipped bool) string {
 	case float64:
 		return "f:" + strconv.FormatUint(math.Float64bits(v), 16)
 	case string:
+		if c.Type == mysql.MYSQL_TYPE_STRING && c.Kind == KindBytes {
+			// go-mysql leaves BINARY(n) without the padding the server strips.
+			_, n := stringMeta(c.Meta)
+			v += strings.Repeat("\x00", n-len(v))
+		}
 		if c.Kind == KindString || c.Kind == KindBytes {
 			return "b:" + hex.EncodeToString([]byte(v))
 		}
@@ -1087,6 +1099,26 @@ func TestTemporalValues(t *testing.T) {
 		if v := decodeOne(t, Column{BinlogType: mysql.MYSQL_TYPE_YEAR}, []byte{b}); v.Kind() != KindYear || v.Int() != want {
 			t.Errorf("YEAR %d: %v", b, v)
 		}
+	}
+}
+
+func TestBinaryPadding(t *testing.T) {
+	col := Column{BinlogType: mysql.MYSQL_TYPE_STRING, Meta: stringMetaFor(mysql.MYSQL_TYPE_STRING, 4), Collation: collationBinary}
+	for enc, want := range map[string]string{
+		"\x00":             "\x00\x00\x00\x00",
+		"\x02\x0a\x0b":     "\x0a\x0b\x00\x00",
+		"\x04abcd":         "abcd",
+		"\x03\x00\x00\x01": "\x00\x00\x01\x00",
+	} {
+		if v := decodeOne(t, col, []byte(enc)); v.Kind() != KindBytes || string(v.Bytes()) != want {
+			t.Errorf("BINARY(4) %x: got %v %x, want %x", enc, v.Kind(), v.Bytes(), want)
+		}
+	}
+	// CHAR keeps what the binlog says (the server strips trailing spaces,
+	// and SELECT does not show them either).
+	col.Collation = collLatin1
+	if v := decodeOne(t, col, []byte("\x02ab")); string(v.Bytes()) != "ab" {
+		t.Errorf("CHAR(4): %q", v.Bytes())
 	}
 }
 
