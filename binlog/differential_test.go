@@ -273,5 +273,3 @@ func compareCell(kind string, isNull bool, want string, got json.RawMessage) err
 	}
 	return nil
 }
-
-

@@ -2,8 +2,8 @@ package binlog
 
 import (
 	"bytes"
-	"encoding/binary"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"

@@ -382,7 +382,7 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 	return t, nil
 }
 
-// parseMembers parses "enum('a','b''c')" into its members.
+// parseMembers parses "enum('a','b”c')" into its members.
 func parseMembers(colType string) []string {
 	open := strings.IndexByte(colType, '(')
 	end := strings.LastIndexByte(colType, ')')
