@@ -74,13 +74,17 @@ var diffWrites = []string{
 }
 
 func TestDifferentialAllTypes(t *testing.T) {
-	for _, meta := range []string{"FULL", "MINIMAL"} {
-		t.Run(meta, func(t *testing.T) { differential(t, meta) })
+	for name, opts := range map[string]testenv.MariaDBOptions{
+		"metadata=FULL":            {RowMetadata: "FULL"},
+		"metadata=MINIMAL":         {RowMetadata: "MINIMAL"},
+		"metadata=FULL,compressed": {RowMetadata: "FULL", Compressed: true},
+	} {
+		t.Run(name, func(t *testing.T) { differential(t, opts) })
 	}
 }
 
-func differential(t *testing.T, meta string) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{RowMetadata: meta})
+func differential(t *testing.T, opts testenv.MariaDBOptions) {
+	db := testenv.StartT(t, opts)
 	ctx := context.Background()
 	var defs []string
 	for _, c := range diffCols {

@@ -80,6 +80,10 @@ type Config struct {
 	// Schema provides table definitions when the binlog lacks column
 	// metadata. Nil uses information_schema on the same server.
 	Schema SchemaSource
+	// TakeOverServerID skips the check that no other replica is connected
+	// with ServerID. The server drops the older of two connections with one
+	// server_id, which is what a failover wants and a mistake otherwise.
+	TakeOverServerID bool
 }
 
 // ParseSourceURL parses a source address into a Config:
@@ -433,6 +437,11 @@ func (r *Reader) prepare() error {
 	if err != nil {
 		return err
 	}
+	if !r.cfg.TakeOverServerID {
+		if err := checkReplicas(c, r.cfg.ServerID); err != nil {
+			return err
+		}
+	}
 	r.server = info
 	r.flavor = info.Flavor
 	if info.BinlogRowImage != "FULL" {
@@ -506,6 +515,24 @@ func preflight(c *client.Conn, serverID uint32) (ServerInfo, error) {
 		return info, err
 	}
 	return info, nil
+}
+
+// checkReplicas refuses a server_id that a connected replica already uses.
+func checkReplicas(c *client.Conn, serverID uint32) error {
+	rs, err := c.Execute("SHOW SLAVE HOSTS")
+	if err != nil {
+		return nil // not allowed to look (REPLICATION MASTER ADMIN): the server will sort it out
+	}
+	defer rs.Close()
+	for i := 0; i < rs.RowNumber(); i++ {
+		id, _ := rs.GetUint(i, 0)
+		if uint32(id) == serverID {
+			host := resultString(rs, i, 1)
+			port, _ := rs.GetUint(i, 2)
+			return fmt.Errorf("%w: server_id %d is already used by a replica registered from %s:%d; the server would drop one of the two connections. Choose another id (source option server_id=N), or leave it unset for a random one", ErrServerConfig, serverID, host, port)
+		}
+	}
+	return nil
 }
 
 func checkGrants(c *client.Conn) error {

@@ -313,3 +313,73 @@ func TestCancelIsPrompt(t *testing.T) {
 		t.Fatalf("Close took %v", d)
 	}
 }
+
+func TestServerIDClash(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	first := newReader(t, db, func(c *binlog.Config) { c.ServerID = 4242 })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	first.Next(ctx) // connected and registered
+	cancel()
+	second := newReader(t, db, func(c *binlog.Config) { c.ServerID = 4242 })
+	_, err := second.Next(context.Background())
+	if !errors.Is(err, binlog.ErrServerConfig) || !strings.Contains(err.Error(), "server_id 4242 is already used") {
+		t.Fatalf("second replica with the same server_id: %v", err)
+	}
+	if _, err := newReader(t, db, func(c *binlog.Config) { c.ServerID = 1 }).Next(context.Background()); err == nil || !strings.Contains(err.Error(), "server's own server_id") {
+		t.Fatalf("the server's own id: %v", err)
+	}
+}
+
+// With binlog_row_image=MINIMAL, unchanged columns are absent, not NULL.
+func TestMinimalRowImage(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{RowImage: "MINIMAL"})
+	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, a INT, b VARCHAR(10))", "INSERT INTO app.t VALUES (1, 10, 'x')")
+	start := masterStatus(t, db)
+	exec(t, db, "UPDATE app.t SET a = 11 WHERE id = 1", "DELETE FROM app.t WHERE id = 1")
+	r := newReader(t, db, func(c *binlog.Config) { c.Start = start })
+	txn := next(t, r)
+	ch := txn.Changes[0]
+	if ch.Op != binlog.OpUpdate || ch.Before[0].Int() != 1 || !ch.Before[1].IsAbsent() || !ch.After[0].IsAbsent() || ch.After[1].Int() != 11 || !ch.After[2].IsAbsent() {
+		t.Fatalf("minimal update: before %v after %v", ch.Before, ch.After)
+	}
+	txn = next(t, r)
+	if ch := txn.Changes[0]; ch.Op != binlog.OpDelete || ch.Before[0].Int() != 1 || !ch.Before[2].IsAbsent() {
+		t.Fatalf("minimal delete: %v", ch.Before)
+	}
+}
+
+// Without column metadata in the binlog, a row written before a DDL that
+// changed the table's shape must stop the reader, not be decoded into the
+// wrong columns.
+func TestSchemaMismatchStops(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{RowMetadata: "MINIMAL"})
+	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, a INT)")
+	start := masterStatus(t, db)
+	exec(t, db, "INSERT INTO app.t VALUES (1, 10)", "ALTER TABLE app.t MODIFY a VARCHAR(10)", "INSERT INTO app.t VALUES (2, 'x')")
+	r := newReader(t, db, func(c *binlog.Config) { c.Start = start })
+	var err error
+	for err == nil {
+		_, err = r.Next(context.Background())
+	}
+	if !errors.Is(err, binlog.ErrSchemaMismatch) || !strings.Contains(err.Error(), "app.t") || !strings.Contains(err.Error(), "mysql-bin.000001:") {
+		t.Fatalf("want ErrSchemaMismatch naming table and position, got %v", err)
+	}
+
+	// Read live (before the DDL reaches information_schema), the same
+	// statements decode correctly: the definition is re-read after DDL.
+	exec(t, db, "CREATE TABLE app.u (id INT PRIMARY KEY, a INT)")
+	r2 := newReader(t, db, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	r2.Next(ctx)
+	cancel()
+	exec(t, db, "INSERT INTO app.u VALUES (1, 10)")
+	if ch := next(t, r2).Changes[0]; ch.Table.Columns[1].Name != "a" || ch.After[1].Int() != 10 {
+		t.Fatalf("before DDL: %+v", ch)
+	}
+	exec(t, db, "ALTER TABLE app.u ADD COLUMN b VARCHAR(5) AFTER id")
+	next(t, r2) // the DDL
+	exec(t, db, "INSERT INTO app.u VALUES (2, 'bb', 20)")
+	if ch := next(t, r2).Changes[0]; ch.Table.Columns[1].Name != "b" || string(ch.After[1].Bytes()) != "bb" || ch.After[2].Int() != 20 {
+		t.Fatalf("after DDL: %+v", ch)
+	}
+}
