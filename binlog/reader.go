@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -215,6 +216,23 @@ type Reader struct {
 	emit        func(*Txn) error // file mode: deliver directly
 	rowHandlers []rowHandler
 	txnHandlers []func(*Txn) error
+
+	reconnects atomic.Int64
+	replayed   atomic.Int64
+}
+
+// Stats are counters of a Reader's life.
+type Stats struct {
+	// Reconnects counts replication connections re-established after a failure.
+	Reconnects int64
+	// Replayed counts changes received again after a reconnection and
+	// dropped because they had been delivered before it.
+	Replayed int64
+}
+
+// Stats returns the reader's counters.
+func (r *Reader) Stats() Stats {
+	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load()}
 }
 
 // ServerInfo is what preflight learned about the server.
@@ -391,6 +409,7 @@ func (r *Reader) loop() error {
 		if delivered {
 			backoff = 100 * time.Millisecond
 		}
+		r.reconnects.Add(1)
 		r.log().Warn("binlog connection lost; reconnecting", "server", r.cfg.Addr, "resume", r.resume.String(), "in", backoff, "error", err)
 		select {
 		case <-time.After(backoff):
@@ -666,7 +685,50 @@ func (r *Reader) stream() (delivered bool, err error) {
 		return false, fmt.Errorf("binlog: address %q: %w", r.cfg.Addr, err)
 	}
 	port, _ := strconv.Atoi(portStr)
+	// Two stages on two goroutines: go-mysql's reads the socket and parses
+	// events (stage 1, in the syncer's handler), this stream's decodes rows
+	// and assembles transactions (stage 2). Between them, a queue bounded
+	// by bytes.
+	sctx, scancel := context.WithCancel(r.ctx)
+	defer scancel()
+	q := &eventQueue{ch: make(chan queuedEvent, 4096), budget: byteBudget{max: r.cfg.ChunkBytes * 4, freed: make(chan struct{}, 1)}}
 	h := &eventHandler{r: r}
+	enq := &enqueuer{q: q, ctx: sctx}
+	enq.last.Store(time.Now().UnixNano())
+	// A silent connection is a dead one: the server sends a heartbeat every
+	// cfg.Heartbeat when idle. (go-mysql's read timeout would also fire
+	// while a slow consumer holds stage 1 back, so it is not used.)
+	var stalled atomic.Bool
+	go func() {
+		limit := 3*r.cfg.Heartbeat + 5*time.Second
+		t := time.NewTicker(r.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+				if !enq.waiting.Load() && time.Since(time.Unix(0, enq.last.Load())) > limit {
+					stalled.Store(true)
+					scancel()
+					return
+				}
+			}
+		}
+	}()
+	stage2 := make(chan struct{})
+	go func() {
+		defer close(stage2)
+		for qe := range q.ch {
+			if h.err == nil {
+				if err := r.handle(qe.ev, h); err != nil {
+					h.err = err
+					scancel() // stop stage 1; drain what it queued
+				}
+			}
+			q.budget.release(qe.n)
+		}
+	}()
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:                r.cfg.ServerID,
 		Flavor:                  string(r.flavor),
@@ -676,16 +738,19 @@ func (r *Reader) stream() (delivered bool, err error) {
 		Password:                r.cfg.Password,
 		TLSConfig:               r.cfg.TLS,
 		HeartbeatPeriod:         r.cfg.Heartbeat,
-		ReadTimeout:             r.cfg.Heartbeat*3 + 10*time.Second,
 		DisableRetrySync:        true,
 		VerifyChecksum:          true,
 		Logger:                  r.syncerLogger(),
 		RowsEventDecodeFunc:     stashRows,
-		SynchronousEventHandler: h,
+		SynchronousEventHandler: enq,
 		EventCacheCount:         1,
 		DiscardGTIDSet:          true,
 	})
-	defer syncer.Close()
+	finish := func() {
+		syncer.Close() // waits for stage 1 to stop
+		close(q.ch)
+		<-stage2
+	}
 
 	r.asm = assembly{}
 	r.file = r.resume.File
@@ -696,17 +761,98 @@ func (r *Reader) stream() (delivered bool, err error) {
 		s, err = syncer.StartSync(mysql.Position{Name: r.resume.File, Pos: r.resume.Offset})
 	}
 	if err != nil {
+		finish()
 		return false, r.classify(err)
 	}
-	_, err = s.GetEvent(r.ctx)
+	_, err = s.GetEvent(sctx)
+	finish()
 	if h.err != nil {
 		err = h.err
+	}
+	if stalled.Load() && r.ctx.Err() == nil {
+		err = fmt.Errorf("binlog: no event or heartbeat from %s for %s", r.cfg.Addr, 3*r.cfg.Heartbeat+5*time.Second)
 	}
 	if r.asm.open && r.asm.delivered > 0 {
 		// Part of this transaction is out: after reconnecting, skip that part.
 		r.skip = skipState{gtid: r.asm.gtid, begin: r.asm.begin, changes: r.asm.delivered, chunk: r.asm.chunk}
 	}
 	return h.delivered, r.classify(err)
+}
+
+// queuedEvent is a parsed event waiting for stage 2, with the bytes it
+// holds of the queue's budget.
+type queuedEvent struct {
+	ev *replication.BinlogEvent
+	n  int
+}
+
+type eventQueue struct {
+	ch     chan queuedEvent
+	budget byteBudget
+}
+
+// enqueuer is stage 1's end: go-mysql calls it for every parsed event.
+type enqueuer struct {
+	q       *eventQueue
+	ctx     context.Context
+	last    atomic.Int64 // UnixNano of the last event received
+	waiting atomic.Bool  // blocked on a full queue (backpressure, not a dead server)
+}
+
+func (e *enqueuer) HandleEvent(ev *replication.BinlogEvent) error {
+	e.last.Store(time.Now().UnixNano())
+	e.waiting.Store(true)
+	defer func() {
+		e.last.Store(time.Now().UnixNano())
+		e.waiting.Store(false)
+	}()
+	n, err := e.q.budget.acquire(e.ctx, len(ev.RawData))
+	if err != nil {
+		return errHandler
+	}
+	select {
+	case e.q.ch <- queuedEvent{ev, n}:
+		return nil
+	case <-e.ctx.Done():
+		e.q.budget.release(n)
+		return errHandler
+	}
+}
+
+// byteBudget bounds the bytes of queued events. One goroutine acquires;
+// an event larger than the whole budget waits for an empty queue.
+type byteBudget struct {
+	mu        sync.Mutex
+	used, max int
+	freed     chan struct{}
+}
+
+func (b *byteBudget) acquire(ctx context.Context, n int) (int, error) {
+	n = min(n, b.max)
+	for {
+		b.mu.Lock()
+		if b.used == 0 || b.used+n <= b.max {
+			b.used += n
+			b.mu.Unlock()
+			return n, nil
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.freed:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+func (b *byteBudget) release(n int) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+	select {
+	case b.freed <- struct{}{}:
+	default:
+	}
 }
 
 // classify turns server errors into the package's error classes.
@@ -743,21 +889,11 @@ func stashRows(e *replication.RowsEvent, data []byte) error {
 	return nil
 }
 
-// eventHandler receives events from the syncer goroutine.
+// eventHandler is the state of one stream's stage 2.
 type eventHandler struct {
 	r         *Reader
 	err       error
 	delivered bool
-}
-
-func (h *eventHandler) HandleEvent(ev *replication.BinlogEvent) error {
-	if err := h.r.handle(ev, h); err != nil {
-		if h.err == nil {
-			h.err = err
-		}
-		return err
-	}
-	return nil
 }
 
 func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
@@ -948,6 +1084,7 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 		}
 		r.asm.seen++
 		if r.asm.seen <= r.asm.delivered {
+			r.replayed.Add(1)
 			continue // delivered before the connection was lost
 		}
 		txn = r.chunk()

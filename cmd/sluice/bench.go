@@ -17,7 +17,8 @@ func benchCmd() *cobra.Command {
 	}
 	var (
 		rows, runs int
-		keep       bool
+		profile    string
+		modes      []string
 	)
 	lib := &cobra.Command{
 		Use:   "libslave",
@@ -39,12 +40,13 @@ so its peak memory is its own. Prints rows/s, ratios and peak memory.`,
 			if err != nil {
 				return err
 			}
-			if !keep {
-				defer db.Close()
-			} else {
-				fmt.Fprintf(os.Stderr, "keeping the server: %s (dir %s)\n", db.URL(), db.Dir)
+			defer db.Close()
+			if profile != "" {
+				if err := os.MkdirAll(profile, 0o755); err != nil {
+					return err
+				}
 			}
-			results, err := bench.Run(ctx, db, ranges, bench.Options{Runs: runs, Self: self, Out: os.Stdout, Log: os.Stderr})
+			results, err := bench.Run(ctx, db, ranges, bench.Options{Runs: runs, Self: self, Out: os.Stdout, Log: os.Stderr, ProfileDir: profile, Modes: modes})
 			if err != nil {
 				return err
 			}
@@ -54,7 +56,8 @@ so its peak memory is its own. Prints rows/s, ratios and peak memory.`,
 	}
 	lib.Flags().IntVar(&rows, "rows", 1_000_000, "rows per table")
 	lib.Flags().IntVar(&runs, "runs", 1, "runs per reader and range; the fastest is reported")
-	lib.Flags().BoolVar(&keep, "keep", false, "leave the server running afterwards")
+	lib.Flags().StringVar(&profile, "profile", "", "directory to write a CPU profile of every sluice run into")
+	lib.Flags().StringSliceVar(&modes, "modes", nil, "readers to measure (default sluice,go-mysql,raw,debezium)")
 	child := &cobra.Command{
 		Use:    "child MODE URL FROM TO",
 		Hidden: true,

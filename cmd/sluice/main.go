@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -41,7 +42,16 @@ func main() {
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	}
 	root.AddCommand(tailCmd(), readCmd(), benchCmd())
+	// SLUICE_CPUPROFILE=file writes a CPU profile of the whole run (for BENCHMARKS.md).
+	if path := os.Getenv("SLUICE_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil {
+			if err := pprof.StartCPUProfile(f); err == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+	}
 	if err := root.ExecuteContext(ctx); err != nil {
+		pprof.StopCPUProfile()
 		if errors.Is(err, context.Canceled) {
 			os.Exit(130)
 		}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,6 +45,9 @@ type Options struct {
 	Modes []string // modes to measure (default all)
 	Runs  int      // runs per mode and range; the best is kept (default 1)
 	Self  string   // path of the sluice binary to re-execute
+	// ProfileDir, when set, receives a CPU profile of every sluice run
+	// (RANGE-MODE.prof).
+	ProfileDir string
 	Out   io.Writer
 	Log   io.Writer
 }
@@ -170,7 +174,7 @@ func Run(ctx context.Context, db *testenv.MariaDB, ranges []Range, opts Options)
 		for _, mode := range modes {
 			var best Result
 			for i := 0; i < max(opts.Runs, 1); i++ {
-				res, err := runChild(ctx, opts.Self, db, rg, mode)
+				res, err := runChild(ctx, opts, db, rg, mode)
 				if err != nil {
 					return results, fmt.Errorf("%s on %s: %w", mode, rg.Name, err)
 				}
@@ -188,7 +192,8 @@ func Run(ctx context.Context, db *testenv.MariaDB, ranges []Range, opts Options)
 // runChild runs one measurement in a child process and reads its
 // "rows=N bytes=N seconds=F" summary: `sluice tail` itself for sluice's
 // modes, `sluice bench child` for the peers.
-func runChild(ctx context.Context, self string, db *testenv.MariaDB, rg Range, mode string) (Result, error) {
+func runChild(ctx context.Context, opts Options, db *testenv.MariaDB, rg Range, mode string) (Result, error) {
+	self := opts.Self
 	from := rg.From.File + ":" + strconv.FormatUint(uint64(rg.From.Offset), 10)
 	to := rg.To.File + ":" + strconv.FormatUint(uint64(rg.To.Offset), 10)
 	var args []string
@@ -201,6 +206,9 @@ func runChild(ctx context.Context, self string, db *testenv.MariaDB, rg Range, m
 		args = []string{"bench", "child", mode, db.URL(), from, to}
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
+	if opts.ProfileDir != "" {
+		cmd.Env = append(os.Environ(), "SLUICE_CPUPROFILE="+filepath.Join(opts.ProfileDir, rg.Name+"-"+mode+".prof"))
+	}
 	var out strings.Builder
 	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
