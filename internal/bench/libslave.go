@@ -48,8 +48,8 @@ type Options struct {
 	// ProfileDir, when set, receives a CPU profile of every sluice run
 	// (RANGE-MODE.prof).
 	ProfileDir string
-	Out   io.Writer
-	Log   io.Writer
+	Out        io.Writer
+	Log        io.Writer
 }
 
 // Modes measured, in the order printed.
