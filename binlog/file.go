@@ -138,10 +138,13 @@ func (fr *fileReader) read(name string, in io.Reader) (err error) {
 			switch ev.Event.(type) {
 			case *replication.MariadbGTIDEvent, *replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
 				r.flavor = position.MariaDB
-			case *replication.GTIDEvent, *replication.PreviousGTIDsEvent:
+			case *replication.GTIDEvent, *replication.GtidTaggedLogEvent, *replication.PreviousGTIDsEvent:
 				r.flavor = position.MySQL
 			}
 			r.schemas.mariaDB = r.flavor == position.MariaDB
+			if r.flavor != "" && !r.asm.open {
+				r.resume.Flavor = r.flavor
+			}
 		}
 		if _, ok := ev.Event.(*replication.RotateEvent); !ok { // the next file is given by the caller
 			if err := r.handle(ev, h); err != nil {

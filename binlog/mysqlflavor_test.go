@@ -1064,7 +1064,7 @@ func TestMySQL8TransactionPayloadChangePos(t *testing.T) {
 			continue
 		}
 		if ch.Pos == sp[1].start-innerRows {
-			my8KnownBug(t, fmt.Sprintf("rows in a TRANSACTION_PAYLOAD get Change.Pos %d = payload start %d - inner event size %d, not the payload start", ch.Pos, sp[1].start, innerRows))
+			my8Regression(t, fmt.Sprintf("rows in a TRANSACTION_PAYLOAD get Change.Pos %d = payload start %d - inner event size %d, not the payload start", ch.Pos, sp[1].start, innerRows))
 		}
 		t.Errorf("change %d: Pos %d, want %d (the TRANSACTION_PAYLOAD event; the file is %d bytes)", j, ch.Pos, sp[1].start, len(w.buf))
 	}
@@ -1158,7 +1158,7 @@ func TestMySQL8AnonymousGTID(t *testing.T) {
 	}
 	txn := txns[0]
 	if zero := "00000000-0000-0000-0000-000000000000:0"; txn.GTID == zero && txn.End.GTIDs == zero {
-		my8KnownBug(t, "an ANONYMOUS_GTID_LOG_EVENT becomes GTID "+zero+" and enters the GTID state")
+		my8Regression(t, "an ANONYMOUS_GTID_LOG_EVENT becomes GTID "+zero+" and enters the GTID state")
 	}
 	if txn.GTID != "" || txn.End.GTIDs != "" {
 		t.Errorf("anonymous transaction: GTID %q, End.GTIDs %q; want both empty", txn.GTID, txn.End.GTIDs)
@@ -1185,7 +1185,7 @@ func TestMySQL8PreviousGTIDsSeedState(t *testing.T) {
 	}
 	want := my8UUIDA + ":1-101," + my8UUIDB + ":1-7"
 	if got := txns[0].End.GTIDs; got == my8UUIDA+":101" {
-		my8KnownBug(t, "the PREVIOUS_GTIDS event is ignored: End.GTIDs is "+got+", want "+want)
+		my8Regression(t, "the PREVIOUS_GTIDS event is ignored: End.GTIDs is "+got+", want "+want)
 	} else if got != want {
 		t.Errorf("End.GTIDs %q, want %q (the PREVIOUS_GTIDS state plus this transaction)", got, want)
 	}
@@ -1236,13 +1236,11 @@ func TestMySQL8Testdata(t *testing.T) {
 	}
 }
 
-// my8KnownBug skips a test whose result is exactly the wrong one described
-// in bug, a sluice defect reported but not fixed yet, so that the suite
-// stays green meanwhile. Once fixed the test passes; any other wrong
-// result fails it.
-func my8KnownBug(t *testing.T, bug string) {
+// my8Regression fails a test whose result is the wrong one a fixed sluice
+// defect produced.
+func my8Regression(t *testing.T, bug string) {
 	t.Helper()
-	t.Skipf("KNOWN BUG in sluice, not fixed yet: %s", bug)
+	t.Fatalf("regression: %s", bug)
 }
 
 // FuzzMySQL8ReadStream mutates the MySQL files this writer produces.
@@ -1401,7 +1399,7 @@ func TestMySQL84TaggedGTID(t *testing.T) {
 	txn := txns[0]
 	const want = "896e7882-18fe-11ef-ab88-22222d34d411:foobaz:1"
 	if txn.GTID == "" && txn.End.GTIDs == "" {
-		my8KnownBug(t, "GTID_TAGGED_LOG_EVENT (*replication.GtidTaggedLogEvent) is not handled: the transaction has no GTID and the GTID state misses "+want)
+		my8Regression(t, "GTID_TAGGED_LOG_EVENT (*replication.GtidTaggedLogEvent) is not handled: the transaction has no GTID and the GTID state misses "+want)
 	}
 	if txn.GTID != want || txn.End.GTIDs != want || txn.End.Offset != end || txn.End.Flavor != position.MySQL {
 		t.Errorf("tagged GTID transaction: GTID %q End %+v; want %s at %d", txn.GTID, txn.End, want, end)
@@ -1439,7 +1437,7 @@ func TestMySQL8RowsEventWithEmptyColumnBitmap(t *testing.T) {
 				return nil
 			})
 			if errors.Is(err, errMy8Runaway) {
-				my8KnownBug(t, "Reader.rows loops for ever when a row image is 0 bytes long and bytes remain in the event (it delivered over 1000 changes from one row)")
+				my8Regression(t, "Reader.rows loops for ever when a row image is 0 bytes long and bytes remain in the event (it delivered over 1000 changes from one row)")
 			}
 			if !errors.Is(err, binlog.ErrCorrupt) {
 				t.Errorf("want ErrCorrupt, got %v after %d changes", err, n)

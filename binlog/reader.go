@@ -217,6 +217,8 @@ type Reader struct {
 	rowHandlers []rowHandler
 	txnHandlers []func(*Txn) error
 
+	payloadPos uint32 // start of the transaction payload event being handled
+
 	reconnects atomic.Int64
 	replayed   atomic.Int64
 }
@@ -906,8 +908,33 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 			r.resume.File, r.resume.Offset = r.file, uint32(e.Position)
 		}
 		return nil
-	case *replication.FormatDescriptionEvent, *replication.PreviousGTIDsEvent,
-		*replication.MariadbGTIDListEvent, *replication.MariadbBinlogCheckPointEvent:
+	case *replication.FormatDescriptionEvent, *replication.MariadbBinlogCheckPointEvent:
+		return nil
+	case *replication.PreviousGTIDsEvent:
+		// A file starts with the GTID state before it: when nothing else
+		// gave the state (reading files), start from it.
+		if r.gset.Set == nil && !r.asm.open && r.flavor == position.MySQL {
+			g, err := position.ParseGTIDSet(position.MySQL, e.GTIDSets)
+			if err != nil {
+				return fmt.Errorf("%w: PREVIOUS_GTIDS event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos, err)
+			}
+			r.gset = g
+			r.resume.GTIDs = g.String()
+		}
+		return nil
+	case *replication.MariadbGTIDListEvent:
+		if r.gset.Set == nil && !r.asm.open && r.flavor == position.MariaDB && len(e.GTIDs) > 0 {
+			parts := make([]string, len(e.GTIDs))
+			for i, g := range e.GTIDs {
+				parts[i] = fmt.Sprintf("%d-%d-%d", g.DomainID, g.ServerID, g.SequenceNumber)
+			}
+			g, err := position.ParseGTIDSet(position.MariaDB, strings.Join(parts, ","))
+			if err != nil {
+				return fmt.Errorf("%w: GTID_LIST event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos, err)
+			}
+			r.gset = g
+			r.resume.GTIDs = g.String()
+		}
 		return nil
 	case *replication.HeartbeatEvent:
 		return r.idle(h)
@@ -916,20 +943,9 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		r.asm.hasBegin = !e.IsStandalone()
 		return nil
 	case *replication.GTIDEvent:
-		u, err := uuid.FromBytes(e.SID)
-		if err != nil {
-			return fmt.Errorf("%w: GTID event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos, err)
-		}
-		gtid := u.String() + ":" + strconv.FormatInt(e.GNO, 10)
-		if tag := e.Tag.String(); tag != "" {
-			gtid = u.String() + ":" + tag + ":" + strconv.FormatInt(e.GNO, 10)
-		}
-		ct := time.Unix(int64(hdr.Timestamp), 0)
-		if e.OriginalCommitTimestamp > 0 {
-			ct = time.UnixMicro(int64(e.OriginalCommitTimestamp))
-		}
-		r.beginTxn(hdr, gtid, ct)
-		return nil
+		return r.mysqlGTID(hdr, e, "")
+	case *replication.GtidTaggedLogEvent: // MySQL 8.4 uuid:tag:N
+		return r.mysqlGTID(hdr, &e.GTIDEvent, e.Tag.String())
 	case *replication.QueryEvent:
 		return r.query(hdr, e, h)
 	case *replication.TableMapEvent:
@@ -939,6 +955,10 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 	case *replication.XIDEvent:
 		return r.commit(hdr, h)
 	case *replication.TransactionPayloadEvent:
+		// Inner events carry the payload's position; changes are located
+		// at the payload event.
+		r.payloadPos = hdr.LogPos - hdr.EventSize
+		defer func() { r.payloadPos = 0 }()
 		for _, inner := range e.Events {
 			if err := r.handle(inner, h); err != nil {
 				return err
@@ -946,6 +966,32 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		}
 		return nil
 	}
+	return nil
+}
+
+// mysqlGTID starts a transaction at a MySQL GTID event. An anonymous GTID
+// event (gtid_mode=OFF) starts one without a GTID.
+func (r *Reader) mysqlGTID(hdr *replication.EventHeader, e *replication.GTIDEvent, tag string) error {
+	ct := time.Unix(int64(hdr.Timestamp), 0)
+	if e.OriginalCommitTimestamp > 0 {
+		ct = time.UnixMicro(int64(e.OriginalCommitTimestamp))
+	}
+	if hdr.EventType == replication.ANONYMOUS_GTID_EVENT {
+		r.beginTxn(hdr, "", ct)
+		return nil
+	}
+	u, err := uuid.FromBytes(e.SID)
+	if err != nil {
+		return fmt.Errorf("%w: GTID event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos, err)
+	}
+	gtid := u.String() + ":" + strconv.FormatInt(e.GNO, 10)
+	if tag == "" {
+		tag = e.Tag.String()
+	}
+	if tag != "" {
+		gtid = u.String() + ":" + tag + ":" + strconv.FormatInt(e.GNO, 10)
+	}
+	r.beginTxn(hdr, gtid, ct)
 	return nil
 }
 
@@ -1023,6 +1069,9 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 		return nil
 	}
 	evPos := hdr.LogPos - hdr.EventSize
+	if r.payloadPos != 0 {
+		evPos = r.payloadPos
+	}
 	where := fmt.Sprintf("%s:%d", r.file, evPos)
 	if !r.asm.open {
 		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
@@ -1064,6 +1113,7 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 		perChange += len(t.Columns) * int(unsafe.Sizeof(Value{}))
 	}
 	for rowIdx := 0; len(body) > 0; rowIdx++ {
+		left := len(body)
 		ch := Change{Op: op, Table: t, File: r.file, Pos: evPos, Row: rowIdx}
 		img, n, err := r.decoder.decodeImage(t, body, e.ColumnBitmap1)
 		if err != nil {
@@ -1081,6 +1131,9 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 				return fmt.Errorf("%w: table %s at %s row %d (after image): %v", ErrCorrupt, t.QualifiedName(), where, rowIdx, err)
 			}
 			body = body[n:]
+		}
+		if len(body) == left {
+			return fmt.Errorf("%w: table %s at %s row %d: an empty row image with %d bytes left in the event", ErrCorrupt, t.QualifiedName(), where, rowIdx, left)
 		}
 		r.asm.seen++
 		if r.asm.seen <= r.asm.delivered {

@@ -48,6 +48,10 @@ type printer struct {
 	txns  int64
 	bytes int64
 	start time.Time
+	// first is when the first chunk with changes arrived and firstRows its
+	// rows: the steady rate excludes connecting and the first chunk.
+	first     time.Time
+	firstRows int64
 }
 
 func newPrinter(w io.Writer, o outputOpts) *printer {
@@ -62,6 +66,9 @@ func newPrinter(w io.Writer, o outputOpts) *printer {
 // txn prints one transaction chunk; it flushes at the end of a transaction.
 func (p *printer) txn(t *binlog.Txn) error {
 	p.bytes += int64(t.Bytes)
+	if p.first.IsZero() && len(t.Changes) > 0 {
+		p.first, p.firstRows = time.Now(), int64(len(t.Changes))
+	}
 	for i := range t.Changes {
 		ch := &t.Changes[i]
 		if ch.Op != binlog.OpDDL {
@@ -86,9 +93,16 @@ func (p *printer) txn(t *binlog.Txn) error {
 	return nil
 }
 
+// summary is the one-line report: totals, wall time from start, and the
+// steady rate (rows after the first chunk over the time after it).
 func (p *printer) summary() string {
-	secs := time.Since(p.start).Seconds()
-	return fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f", p.rows, p.txns, p.bytes, secs, float64(p.rows)/secs)
+	now := time.Now()
+	secs := now.Sub(p.start).Seconds()
+	steady := 0.0
+	if d := now.Sub(p.first).Seconds(); !p.first.IsZero() && d > 0 {
+		steady = float64(p.rows-p.firstRows) / d
+	}
+	return fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f steady_rows_per_sec=%.0f", p.rows, p.txns, p.bytes, secs, float64(p.rows)/secs, steady)
 }
 
 func tailCmd() *cobra.Command {

@@ -50,7 +50,8 @@ func Child(ctx context.Context, mode, url, from, to string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var rows, bytes int64
+	var rows, bytes, firstRows int64
+	var first time.Time
 	file := start.File
 	for {
 		ev, err := s.GetEvent(ctx)
@@ -67,10 +68,22 @@ func Child(ctx context.Context, mode, url, from, to string) (string, error) {
 				n /= 2
 			}
 			rows += n
+			if first.IsZero() {
+				first, firstRows = time.Now(), n
+			}
+		case *replication.GenericEvent: // raw mode: rows are not decoded
+			if first.IsZero() && ev.Header.EventType >= replication.WRITE_ROWS_EVENTv1 && ev.Header.EventType <= replication.DELETE_ROWS_EVENTv2 {
+				first = time.Now()
+			}
 		}
 		if file > stop.File || file == stop.File && ev.Header.LogPos >= stop.Offset {
 			break
 		}
 	}
-	return fmt.Sprintf("rows=%d bytes=%d seconds=%.3f", rows, bytes, time.Since(t0).Seconds()), nil
+	now := time.Now()
+	steady := 0.0
+	if d := now.Sub(first).Seconds(); !first.IsZero() && d > 0 {
+		steady = float64(rows-firstRows) / d
+	}
+	return fmt.Sprintf("rows=%d bytes=%d seconds=%.3f steady_rows_per_sec=%.0f steady_seconds=%.3f", rows, bytes, now.Sub(t0).Seconds(), steady, now.Sub(first).Seconds()), nil
 }
