@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"strconv"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 )
@@ -131,11 +132,16 @@ func (d *rowDecoder) reserve(n int) {
 // field: no GC write barrier on the hot path.
 func setNum(v *Value, k Kind, n uint64) { v.kind, v.num = k, n }
 
-func setBytes(v *Value, k Kind, b []byte) { v.kind, v.b = k, b }
+func setBytes(v *Value, k Kind, b []byte) {
+	v.kind, v.p, v.n = k, unsafe.SliceData(b), uint32(len(b))
+	if v.p == nil && b != nil {
+		v.p = &emptyBytes[:1][0] // an empty, non-nil value
+	}
+}
 
 // emptyBytes is the value of empty strings: non-nil, and with no capacity
 // for a consumer's append to write into.
-var emptyBytes = []byte{}
+var emptyBytes = make([]byte, 0, 1)
 
 // copyBytes returns a copy of src that belongs to the current chunk.
 func (d *rowDecoder) copyBytes(src []byte) []byte {
@@ -393,8 +399,8 @@ func (d *rowDecoder) decodeImage(t *Table, data []byte, present []byte) (row Row
 			if err != nil {
 				return nil, 0, err
 			}
-			if val.b != nil {
-				setBytes(&row[i], val.kind, val.b)
+			if val.p != nil {
+				row[i].kind, row[i].p, row[i].n = val.kind, val.p, val.n
 			} else {
 				setNum(&row[i], val.kind, val.num)
 			}

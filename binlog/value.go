@@ -3,6 +3,7 @@ package binlog
 import (
 	"fmt"
 	"math"
+	"unsafe"
 )
 
 // Kind says what a Value holds. It follows the column's type, so the
@@ -49,13 +50,15 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", k)
 }
 
-// Value is one typed column value. It is a small struct, not an interface,
-// so that decoding a row allocates nothing per cell: numbers and temporal
-// values live in num, variable-length data in b. The bytes of b belong to
-// the Txn chunk the value came with; copy them to keep them longer.
+// Value is one typed column value. It is a 24-byte struct, not an
+// interface, so that decoding a row allocates nothing per cell: numbers and
+// temporal values live in num, variable-length data is p[:n]. The bytes
+// belong to the Txn chunk the value came with; copy them to keep them
+// longer than the chunk.
 type Value struct {
 	num  uint64
-	b    []byte
+	p    *byte
+	n    uint32
 	kind Kind
 }
 
@@ -77,8 +80,14 @@ func (v Value) Uint() uint64 { return v.num }
 // Float returns a FLOAT or DOUBLE value.
 func (v Value) Float() float64 { return math.Float64frombits(v.num) }
 
-// Bytes returns the bytes of a string, binary, decimal, JSON or geometry value.
-func (v Value) Bytes() []byte { return v.b }
+// Bytes returns the bytes of a string, binary, decimal, JSON or geometry
+// value (nil for other kinds). The slice's capacity is its length.
+func (v Value) Bytes() []byte {
+	if v.p == nil {
+		return nil
+	}
+	return unsafe.Slice(v.p, v.n)
+}
 
 // Date is a calendar date as stored by MySQL; any field may be zero
 // ("0000-00-00" and partial zero dates are legal in MySQL).
@@ -136,7 +145,11 @@ func FloatValue(k Kind, f float64) Value { return Value{kind: k, num: math.Float
 
 // BytesValue returns a value of a byte-carrying kind (string, bytes,
 // decimal, JSON, geometry).
-func BytesValue(k Kind, b []byte) Value { return Value{kind: k, b: b} }
+func BytesValue(k Kind, b []byte) Value {
+	var v Value
+	setBytes(&v, k, b)
+	return v
+}
 
 // NumValue returns a value of an integer-carrying kind (enum, set, bit, year).
 func NumValue(k Kind, n uint64) Value { return Value{kind: k, num: n} }
@@ -163,7 +176,7 @@ func TimeValue(micros int64) Value { return Value{kind: KindTime, num: uint64(mi
 
 // Equal reports whether two values hold the same kind and content.
 func (v Value) Equal(o Value) bool {
-	return v.kind == o.kind && v.num == o.num && string(v.b) == string(o.b)
+	return v.kind == o.kind && v.num == o.num && string(v.Bytes()) == string(o.Bytes())
 }
 
 // String renders the value for debugging (not the JSON format; see codec).
@@ -189,9 +202,9 @@ func (v Value) String() string {
 	case KindTime:
 		return fmt.Sprintf("%dus", v.Duration())
 	case KindBytes, KindGeometry:
-		return fmt.Sprintf("%x", v.b)
+		return fmt.Sprintf("%x", v.Bytes())
 	default:
-		return string(v.b)
+		return string(v.Bytes())
 	}
 }
 

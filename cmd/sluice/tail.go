@@ -98,11 +98,12 @@ func (p *printer) txn(t *binlog.Txn) error {
 func (p *printer) summary() string {
 	now := time.Now()
 	secs := now.Sub(p.start).Seconds()
-	steady := 0.0
+	steady, steadySecs := 0.0, 0.0
 	if d := now.Sub(p.first).Seconds(); !p.first.IsZero() && d > 0 {
-		steady = float64(p.rows-p.firstRows) / d
+		steady, steadySecs = float64(p.rows-p.firstRows)/d, d
 	}
-	return fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f steady_rows_per_sec=%.0f", p.rows, p.txns, p.bytes, secs, float64(p.rows)/secs, steady)
+	return fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f steady_rows_per_sec=%.0f steady_seconds=%.3f first_rows=%d",
+		p.rows, p.txns, p.bytes, secs, float64(p.rows)/secs, steady, steadySecs, p.firstRows)
 }
 
 func tailCmd() *cobra.Command {

@@ -85,5 +85,5 @@ func Child(ctx context.Context, mode, url, from, to string) (string, error) {
 	if d := now.Sub(first).Seconds(); !first.IsZero() && d > 0 {
 		steady = float64(rows-firstRows) / d
 	}
-	return fmt.Sprintf("rows=%d bytes=%d seconds=%.3f steady_rows_per_sec=%.0f steady_seconds=%.3f", rows, bytes, now.Sub(t0).Seconds(), steady, now.Sub(first).Seconds()), nil
+	return fmt.Sprintf("rows=%d bytes=%d seconds=%.3f steady_rows_per_sec=%.0f steady_seconds=%.3f first_rows=%d", rows, bytes, now.Sub(t0).Seconds(), steady, now.Sub(first).Seconds(), firstRows), nil
 }
