@@ -217,7 +217,9 @@ type Reader struct {
 	rowHandlers []rowHandler
 	txnHandlers []func(*Txn) error
 
-	payloadPos uint32 // start of the transaction payload event being handled
+	payloadPos  uint32           // start of the transaction payload event being handled
+	startByFile bool             // connect by file position until a transaction has passed
+	arenas      chan *chunkArena // chunks released by the consumer (Txn.Release)
 
 	reconnects atomic.Int64
 	replayed   atomic.Int64
@@ -386,7 +388,7 @@ func (r *Reader) dial(ctx context.Context) (*client.Conn, error) {
 	}
 	c, err := client.ConnectWithContext(ctx, r.cfg.Addr, r.cfg.User, r.cfg.Password, "", 10*time.Second, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("binlog: connecting to %s as %s: %w", r.cfg.Addr, r.cfg.User, err)
+		return nil, fmt.Errorf("binlog: connecting to %s as %s: %w", r.cfg.Addr, r.cfg.User, brief(err))
 	}
 	return c, nil
 }
@@ -482,10 +484,13 @@ func (r *Reader) prepare() error {
 			return err
 		}
 	} else if start.GTIDs == "" && r.flavor == position.MariaDB {
-		// Learn the GTID state at a file position so that later positions carry it.
+		// Learn the GTID state at a file position so that later positions
+		// carry it; the first connection still asks for the file position
+		// itself, which is what the user named.
 		if g, err := gtidAt(c, start); err == nil {
 			start.GTIDs = g
 		}
+		r.startByFile = true
 	}
 	start.Flavor = r.flavor
 	if start.GTIDs != "" {
@@ -757,7 +762,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 	r.asm = assembly{}
 	r.file = r.resume.File
 	var s *replication.BinlogStreamer
-	if r.resume.GTIDs != "" {
+	if r.resume.GTIDs != "" && !r.startByFile {
 		s, err = syncer.StartSyncGTID(r.gset.Clone().Set)
 	} else {
 		s, err = syncer.StartSync(mysql.Position{Name: r.resume.File, Pos: r.resume.Offset})
@@ -857,8 +862,31 @@ func (b *byteBudget) release(n int) {
 	}
 }
 
+// briefError keeps the first line of an error's text: go-mysql's errors
+// carry stack traces in their messages. errors.Is and As still see the
+// original.
+type briefError struct{ err error }
+
+func (b briefError) Error() string {
+	msg := b.err.Error()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
+func (b briefError) Unwrap() error { return b.err }
+
+func brief(err error) error {
+	if err == nil || !strings.Contains(err.Error(), "\n") {
+		return err
+	}
+	return briefError{err}
+}
+
 // classify turns server errors into the package's error classes.
 func (r *Reader) classify(err error) error {
+	err = brief(err)
 	if err == nil || errors.Is(err, io.EOF) {
 		return err
 	}
@@ -1059,6 +1087,19 @@ func (r *Reader) chunk() *Txn {
 	if r.asm.txn == nil {
 		r.asm.txn = &Txn{GTID: r.asm.gtid, ServerID: r.asm.serverID, CommitTime: r.asm.commit, Begin: r.asm.begin, Chunk: r.asm.chunk}
 		r.decoder.reset()
+		if r.arenas == nil {
+			r.arenas = make(chan *chunkArena, 8)
+		}
+		var a *chunkArena
+		select {
+		case a = <-r.arenas: // released by the consumer: reuse its memory
+			r.decoder.recycle(a)
+			r.asm.txn.Changes = a.changes[:0]
+		default:
+			a = &chunkArena{}
+		}
+		r.decoder.arena = a
+		r.asm.txn.arena, r.asm.txn.free = a, r.arenas
 	}
 	return r.asm.txn
 }
@@ -1115,6 +1156,7 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 	for rowIdx := 0; len(body) > 0; rowIdx++ {
 		left := len(body)
 		ch := Change{Op: op, Table: t, File: r.file, Pos: evPos, Row: rowIdx}
+		txn = r.chunk() // before decoding: the row's memory must belong to its chunk
 		img, n, err := r.decoder.decodeImage(t, body, e.ColumnBitmap1)
 		if err != nil {
 			return fmt.Errorf("%w: table %s at %s row %d: %v", ErrCorrupt, t.QualifiedName(), where, rowIdx, err)
@@ -1140,7 +1182,6 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 			r.replayed.Add(1)
 			continue // delivered before the connection was lost
 		}
-		txn = r.chunk()
 		if txn.Changes == nil {
 			txn.Changes = make([]Change, 0, min(r.cfg.ChunkBytes/perChange+1, 1<<16))
 		}
@@ -1162,6 +1203,7 @@ func (r *Reader) flushChunk(h *eventHandler) error {
 		return nil
 	}
 	r.asm.txn = nil
+	r.decoder.reset() // nothing more may be written into the delivered chunk's memory
 	r.asm.mem = 0
 	r.asm.chunk++
 	r.asm.delivered = r.asm.seen
@@ -1204,6 +1246,7 @@ func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
 		txn = r.chunk() // an empty last chunk closes a chunked transaction
 	}
 	r.skip = skipState{}
+	r.startByFile = false
 	r.resume = end
 	r.asm.open = false
 	r.asm.txn = nil

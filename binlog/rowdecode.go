@@ -75,6 +75,63 @@ type rowDecoder struct {
 	buf  []byte  // current byte slab
 
 	valSizer, bufSizer slabSizer
+
+	// arena records the slabs of the current chunk, so that they can be
+	// reused once the consumer releases the chunk (Txn.Release); freeVals
+	// and freeBufs hold slabs of released chunks.
+	arena    *chunkArena
+	freeVals [][]Value
+	freeBufs [][]byte
+}
+
+// chunkArena is the memory of one chunk: its value and byte slabs and its
+// Changes slice.
+type chunkArena struct {
+	vals    [][]Value
+	bufs    [][]byte
+	changes []Change
+}
+
+// recycle makes the slabs of a released chunk available to later chunks.
+func (d *rowDecoder) recycle(a *chunkArena) {
+	d.freeVals = append(d.freeVals, a.vals...)
+	d.freeBufs = append(d.freeBufs, a.bufs...)
+	clear(a.vals)
+	clear(a.bufs)
+	a.vals, a.bufs = a.vals[:0], a.bufs[:0]
+}
+
+func (d *rowDecoder) newValSlab(n int) []Value {
+	size := d.valSizer.next(n, minValSlab, maxValSlab)
+	var slab []Value
+	if k := len(d.freeVals); k > 0 && cap(d.freeVals[k-1]) >= n {
+		slab = d.freeVals[k-1][:cap(d.freeVals[k-1])]
+		d.freeVals[k-1] = nil
+		d.freeVals = d.freeVals[:k-1]
+		clear(slab) // slots must start zeroed (see setNum)
+	} else {
+		slab = make([]Value, size)
+	}
+	if d.arena != nil {
+		d.arena.vals = append(d.arena.vals, slab)
+	}
+	return slab[:0]
+}
+
+func (d *rowDecoder) newBufSlab(n int) []byte {
+	size := d.bufSizer.next(n, minBufSlab, maxBufSlab)
+	var slab []byte
+	if k := len(d.freeBufs); k > 0 && cap(d.freeBufs[k-1]) >= n {
+		slab = d.freeBufs[k-1][:0]
+		d.freeBufs[k-1] = nil
+		d.freeBufs = d.freeBufs[:k-1]
+	} else {
+		slab = make([]byte, 0, size)
+	}
+	if d.arena != nil {
+		d.arena.bufs = append(d.arena.bufs, slab[:0:cap(slab)])
+	}
+	return slab
 }
 
 // slabSizer chooses slab sizes for one arena.
@@ -104,7 +161,7 @@ func (s *slabSizer) reset() {
 // reset starts a new chunk: later rows never share memory with the rows
 // decoded so far.
 func (d *rowDecoder) reset() {
-	d.vals, d.buf = nil, nil
+	d.vals, d.buf, d.arena = nil, nil, nil
 	d.valSizer.reset()
 	d.bufSizer.reset()
 }
@@ -112,7 +169,7 @@ func (d *rowDecoder) reset() {
 // allocRow returns n zeroed values that nothing else will write to.
 func (d *rowDecoder) allocRow(n int) Row {
 	if cap(d.vals)-len(d.vals) < n {
-		d.vals = make([]Value, 0, d.valSizer.next(n, minValSlab, maxValSlab))
+		d.vals = d.newValSlab(n)
 	}
 	s := len(d.vals)
 	d.vals = d.vals[:s+n]
@@ -123,7 +180,7 @@ func (d *rowDecoder) allocRow(n int) Row {
 // reserve makes room for n more bytes in the byte slab.
 func (d *rowDecoder) reserve(n int) {
 	if cap(d.buf)-len(d.buf) < n {
-		d.buf = make([]byte, 0, d.bufSizer.next(n, minBufSlab, maxBufSlab))
+		d.buf = d.newBufSlab(n)
 	}
 }
 

@@ -86,4 +86,23 @@ type Txn struct {
 	Changes    []Change
 	// Bytes is the size of the binlog events this chunk was decoded from.
 	Bytes int
+
+	arena *chunkArena
+	free  chan *chunkArena
+}
+
+// Release hands the chunk's memory back to the reader for later chunks.
+// Calling it is optional (without it the memory is garbage collected) and
+// saves much of the reader's allocation work; after it, neither the Txn
+// nor any Row or byte slice taken from it may be used.
+func (t *Txn) Release() {
+	if t.arena == nil || t.free == nil {
+		return
+	}
+	t.arena.changes = t.Changes[:0]
+	select {
+	case t.free <- t.arena:
+	default:
+	}
+	t.arena, t.free, t.Changes = nil, nil, nil
 }

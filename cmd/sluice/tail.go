@@ -213,11 +213,13 @@ func tailLoop(ctx context.Context, r *binlog.Reader, pr *printer, store *checkpo
 		if err := pr.txn(txn); err != nil {
 			return err
 		}
-		if store != nil && txn.Last && !txn.End.IsZero() {
+		last, end := txn.Last, txn.End
+		txn.Release() // printed: its memory can serve the next chunks
+		if store != nil && last && !end.IsZero() {
 			if cp.Sources == nil {
 				cp.Sources = map[string]position.Position{}
 			}
-			cp.Sources[tailSource] = txn.End
+			cp.Sources[tailSource] = end
 			cp.SavedAt = time.Time{}
 			v, err := store.Save(ctx, *cp, cp.Version)
 			if err != nil {
