@@ -1,0 +1,2 @@
+// Package snapshot reads tables for sluice's consistent initial load.
+package snapshot
