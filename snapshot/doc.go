@@ -1,2 +1,0 @@
-// Package snapshot reads tables for sluice's consistent initial load.
-package snapshot
