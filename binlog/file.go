@@ -125,6 +125,12 @@ func (fr *fileReader) read(name string, in io.Reader) (err error) {
 			return corrupt("truncated event: %d bytes announced", size)
 		}
 		raw := bytes.Clone(buf.Bytes())
+		if replication.EventType(header[4]) == replication.FORMAT_DESCRIPTION_EVENT {
+			// A file the server is still writing has LOG_EVENT_BINLOG_IN_USE_F
+			// set in its FORMAT_DESCRIPTION event; the checksum was computed
+			// without it (as mysqlbinlog knows).
+			raw[17] &^= 0x01
+		}
 		if replication.EventType(header[4]) == replication.MARIADB_QUERY_COMPRESSED_EVENT {
 			if err := checkQueryCompressed(raw[replication.EventHeaderSize:]); err != nil {
 				return corrupt("%v", err)

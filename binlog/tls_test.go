@@ -121,3 +121,34 @@ func TestParseSourceURL(t *testing.T) {
 		t.Errorf("errors must not show the password: %v", err)
 	}
 }
+
+// MariaDB's ed25519 authentication plugin, besides the native password one
+// every other test uses.
+func TestEd25519Authentication(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	exec(t, db, "INSTALL SONAME 'auth_ed25519'",
+		"CREATE USER 'edu'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('s3cret')",
+		"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO 'edu'@'%'",
+		"CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)")
+	start := masterStatus(t, db)
+	exec(t, db, "INSERT INTO app.t VALUES (7)")
+	cfg, err := binlog.ParseSourceURL("mysql://edu:s3cret@" + db.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Start = start
+	r, err := binlog.NewReader(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if txn := next(t, r); txn.Changes[0].After[0].Int() != 7 {
+		t.Fatalf("over ed25519 auth: %+v", txn.Changes[0])
+	}
+	cfg.Password = "wrong"
+	r2, _ := binlog.NewReader(cfg)
+	defer r2.Close()
+	if _, err := r2.Next(timeout(t)); err == nil || !strings.Contains(err.Error(), "Access denied") {
+		t.Fatalf("wrong password: %v", err)
+	}
+}
