@@ -1289,3 +1289,29 @@ func (r *Reader) checkStop(end position.Position) error {
 	}
 	return nil
 }
+
+// PositionPurged reports whether the server no longer has the binlog file
+// of p, and names the oldest position it still has.
+func PositionPurged(ctx context.Context, cfg Config, p position.Position) (purged bool, oldest string, err error) {
+	r := &Reader{cfg: cfg}
+	c, err := r.dial(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	defer c.Close()
+	rs, err := c.Execute("SHOW BINARY LOGS")
+	if err != nil {
+		return false, "", fmt.Errorf("binlog: SHOW BINARY LOGS: %w", err)
+	}
+	defer rs.Close()
+	if rs.RowNumber() == 0 {
+		return true, "", nil
+	}
+	first := resultString(rs, 0, 0)
+	for i := 0; i < rs.RowNumber(); i++ {
+		if resultString(rs, i, 0) == p.File {
+			return false, first + ":4", nil
+		}
+	}
+	return p.File != "", first + ":4", nil
+}

@@ -86,6 +86,11 @@ type Txn struct {
 	Changes    []Change
 	// Bytes is the size of the binlog events this chunk was decoded from.
 	Bytes int
+	// Snapshot marks a chunk of rows read by a snapshot (Op OpRead); its
+	// Begin and End are the binlog position the snapshot is consistent
+	// with. SnapshotLast marks the chunk holding the snapshot's final row.
+	Snapshot     bool
+	SnapshotLast bool
 
 	arena *chunkArena
 	free  chan *chunkArena
