@@ -200,6 +200,8 @@ type Reader struct {
 	wg     sync.WaitGroup
 	err    error // set before out is closed
 	once   sync.Once
+	ready  chan struct{} // closed once the start position is known
+	done   chan struct{} // closed when the stream has ended (err is set)
 
 	// owned by the streaming goroutine
 	flavor   position.Flavor
@@ -220,6 +222,9 @@ type Reader struct {
 	payloadPos  uint32           // start of the transaction payload event being handled
 	startByFile bool             // connect by file position until a transaction has passed
 	arenas      chan *chunkArena // chunks released by the consumer (Txn.Release)
+
+	deliveredMu  sync.Mutex
+	deliveredPos position.Position
 
 	reconnects atomic.Int64
 	replayed   atomic.Int64
@@ -297,7 +302,7 @@ func NewReader(cfg Config) (*Reader, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Reader{cfg: cfg, out: make(chan *Txn, 2), ctx: ctx, cancel: cancel}, nil
+	return &Reader{cfg: cfg, out: make(chan *Txn, 2), ctx: ctx, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
 // OnRow registers fn for every change to db.table ("*" matches any).
@@ -356,6 +361,20 @@ func (r *Reader) Next(ctx context.Context) (*Txn, error) {
 	}
 }
 
+// Ready connects if needed and waits until the reader has checked the
+// server and fixed its start position (then Delivered returns it).
+func (r *Reader) Ready(ctx context.Context) error {
+	r.once.Do(r.start)
+	select {
+	case <-r.ready:
+		return nil
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Server returns what preflight learned about the server (after the first Next).
 func (r *Reader) Server() ServerInfo { return r.server }
 
@@ -375,6 +394,7 @@ func (r *Reader) start() {
 			err = ErrClosed
 		}
 		r.err = err
+		close(r.done)
 		close(r.out)
 	}()
 }
@@ -398,6 +418,9 @@ func (r *Reader) loop() error {
 	if err := r.prepare(); err != nil {
 		return err
 	}
+	// Nothing before the start position will be handed out.
+	r.setDelivered(r.resume)
+	close(r.ready)
 	backoff := 100 * time.Millisecond
 	for {
 		delivered, err := r.stream()
@@ -414,7 +437,7 @@ func (r *Reader) loop() error {
 			backoff = 100 * time.Millisecond
 		}
 		r.reconnects.Add(1)
-		r.log().Warn("binlog connection lost; reconnecting", "server", r.cfg.Addr, "resume", r.resume.String(), "in", backoff, "error", err)
+		r.log().Warn("binlog connection lost; reconnecting", "server", r.cfg.Addr, "resume", r.resume.String(), "in", backoff, "error", brief(err).Error())
 		select {
 		case <-time.After(backoff):
 		case <-r.ctx.Done():
@@ -934,9 +957,13 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		if !r.asm.open && hdr.Timestamp != 0 || r.resume.File == "" {
 			// A real rotation between transactions: the next one starts in the new file.
 			r.resume.File, r.resume.Offset = r.file, uint32(e.Position)
+			if r.emit == nil {
+				r.setDelivered(r.resume)
+			}
 		}
 		return nil
 	case *replication.FormatDescriptionEvent, *replication.MariadbBinlogCheckPointEvent:
+		r.advanceIdle(hdr)
 		return nil
 	case *replication.PreviousGTIDsEvent:
 		// A file starts with the GTID state before it: when nothing else
@@ -949,8 +976,10 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 			r.gset = g
 			r.resume.GTIDs = g.String()
 		}
+		r.advanceIdle(hdr)
 		return nil
 	case *replication.MariadbGTIDListEvent:
+		defer r.advanceIdle(hdr)
 		if r.gset.Set == nil && !r.asm.open && r.flavor == position.MariaDB && len(e.GTIDs) > 0 {
 			parts := make([]string, len(e.GTIDs))
 			for i, g := range e.GTIDs {
@@ -1218,6 +1247,9 @@ func (r *Reader) deliver(txn *Txn, h *eventHandler) error {
 	select {
 	case r.out <- txn:
 		h.delivered = true
+		if txn.Last {
+			r.setDelivered(txn.End)
+		}
 		return nil
 	case <-r.ctx.Done():
 		return errHandler
@@ -1251,7 +1283,11 @@ func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
 	r.asm.open = false
 	r.asm.txn = nil
 	if txn == nil {
-		return r.maybeProgress(hdr, h)
+		if err := r.maybeProgress(hdr, h); err != nil {
+			return err
+		}
+		r.setDelivered(end) // nothing of it to hand over
+		return nil
 	}
 	txn.End, txn.Last = end, true
 	if err := r.deliver(txn, h); err != nil {
@@ -1259,6 +1295,24 @@ func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
 	}
 	return r.checkStop(end)
 }
+
+func (r *Reader) setDelivered(p position.Position) {
+	r.deliveredMu.Lock()
+	r.deliveredPos = p
+	r.deliveredMu.Unlock()
+}
+
+// Delivered returns the position up to which every transaction has been
+// handed to Next (or had nothing to hand over). Together with Pending it
+// tells a consumer that it has seen everything up to a position.
+func (r *Reader) Delivered() position.Position {
+	r.deliveredMu.Lock()
+	defer r.deliveredMu.Unlock()
+	return r.deliveredPos
+}
+
+// Pending returns the number of chunks waiting to be taken by Next.
+func (r *Reader) Pending() int { return len(r.out) }
 
 // maybeProgress delivers an empty transaction now and then, so that
 // consumers saving positions move past runs of filtered-out transactions.
@@ -1273,10 +1327,24 @@ func (r *Reader) maybeProgress(hdr *replication.EventHeader, h *eventHandler) er
 	return r.checkStop(r.resume)
 }
 
+// advanceIdle moves the resume position past an event that belongs to no
+// transaction (the header events of a binlog file), so that Delivered
+// reaches the server's end of binlog when nothing else is written.
+func (r *Reader) advanceIdle(hdr *replication.EventHeader) {
+	if r.emit != nil || r.asm.open || hdr.LogPos == 0 || r.file != r.resume.File || hdr.LogPos <= r.resume.Offset {
+		return
+	}
+	r.resume.Offset = hdr.LogPos
+	if r.emit == nil {
+		r.setDelivered(r.resume)
+	}
+}
+
 func (r *Reader) idle(h *eventHandler) error {
 	if r.asm.open {
 		return nil
 	}
+	r.setDelivered(r.resume)
 	return r.checkStop(r.resume)
 }
 

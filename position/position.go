@@ -196,3 +196,20 @@ func (g GTIDSet) Add(gtid string) error {
 	}
 	return nil
 }
+
+// Compare orders two positions of one server by binlog file and offset:
+// -1 if p is before q, 0 if equal, +1 if after. Binlog file names of one
+// server sort in the order the server wrote them.
+func (p Position) Compare(q Position) int {
+	switch {
+	case p.File < q.File:
+		return -1
+	case p.File > q.File:
+		return 1
+	case p.Offset < q.Offset:
+		return -1
+	case p.Offset > q.Offset:
+		return 1
+	}
+	return 0
+}

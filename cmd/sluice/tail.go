@@ -77,12 +77,16 @@ func (p *printer) txn(t *binlog.Txn) error {
 		if p.none {
 			continue
 		}
-		p.buf = p.enc.AppendChange(p.buf[:0], t, ch)
+		if t.SnapshotLast && i == len(t.Changes)-1 {
+			p.buf = p.enc.AppendSnapshotChange(p.buf[:0], t, ch, codec.SnapshotLast)
+		} else {
+			p.buf = p.enc.AppendChange(p.buf[:0], t, ch)
+		}
 		if _, err := p.w.Write(p.buf); err != nil {
 			return fmt.Errorf("writing output: %w", err)
 		}
 	}
-	if t.Last && (len(t.Changes) > 0 || t.Chunk > 0) {
+	if t.Last && !t.Snapshot && (len(t.Changes) > 0 || t.Chunk > 0) {
 		p.txns++
 	}
 	if t.Last {
@@ -110,6 +114,7 @@ func tailCmd() *cobra.Command {
 	var (
 		source, tables, from, to, ckpt string
 		out                            outputOpts
+		snap                           snapshotOpts
 	)
 	cmd := &cobra.Command{
 		Use:   "tail",
@@ -153,12 +158,22 @@ func tailCmd() *cobra.Command {
 				}
 			}
 			cfg.Logger = slog.Default()
+			pr := newPrinter(os.Stdout, out)
+			// A start position given by --from or a checkpoint counts as a
+			// saved position: snapshot mode initial then streams from it.
+			saved := !cfg.Start.IsZero() || cmd.Flags().Changed("from")
+			done, err := snap.run(cmd.Context(), &cfg, saved, pr, store, &cp)
+			if err != nil || done {
+				if err == nil {
+					fmt.Fprintln(os.Stderr, pr.summary())
+				}
+				return err
+			}
 			r, err := binlog.NewReader(cfg)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			pr := newPrinter(os.Stdout, out)
 			err = tailLoop(cmd.Context(), r, pr, store, &cp)
 			if cfg.Stop.File != "" || out.format == "none" || err == nil {
 				fmt.Fprintln(os.Stderr, pr.summary())
@@ -173,6 +188,7 @@ func tailCmd() *cobra.Command {
 	f.StringVar(&to, "to", "", "stop after the transaction reaching FILE:POS and print a summary")
 	f.StringVar(&ckpt, "checkpoint", "", "file to save the position after each printed transaction, and to resume from")
 	out.register(cmd)
+	snap.register(cmd)
 	return cmd
 }
 

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/snapshot"
+)
+
+type snapshotOpts struct {
+	mode      string
+	parallel  int
+	chunkRows int
+	where     []string
+}
+
+func (o *snapshotOpts) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&o.mode, "snapshot", "initial", "consistent initial load: initial (when there is no saved or given position), never, when_needed (also when the saved position was purged), always, only (snapshot and exit)")
+	f.IntVar(&o.parallel, "snapshot-parallel", 2, "connections reading the snapshot at once (more than one needs the RELOAD privilege)")
+	f.IntVar(&o.chunkRows, "snapshot-chunk", 4096, "rows per SELECT and per delivered chunk")
+	f.StringArrayVar(&o.where, "where", nil, "snapshot only the rows of a table matching a condition: 'db.table=SQL condition' (repeatable)")
+}
+
+// run takes the snapshot when the mode asks for one, printing its rows
+// and moving cfg.Start to the snapshot's position. done reports that the
+// command should stop (mode only).
+func (o *snapshotOpts) run(ctx context.Context, cfg *binlog.Config, saved bool, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) (done bool, err error) {
+	mode, err := snapshot.ParseMode(o.mode)
+	if err != nil {
+		return false, err
+	}
+	purged := false
+	if saved && cfg.Start.File != "" && (mode == snapshot.ModeWhenNeeded || mode == snapshot.ModeInitial) {
+		var oldest string
+		if purged, oldest, err = binlog.PositionPurged(ctx, *cfg, cfg.Start); err != nil {
+			return false, err
+		}
+		if purged {
+			slog.Warn("the saved position is no longer on the server", "position", cfg.Start.String(), "oldest", oldest)
+		}
+	}
+	need, err := mode.Needed(saved, purged)
+	if err != nil || !need {
+		return false, err
+	}
+	where := map[string]string{}
+	for _, w := range o.where {
+		table, cond, ok := strings.Cut(w, "=")
+		if !ok || !strings.Contains(table, ".") || strings.TrimSpace(cond) == "" {
+			return false, fmt.Errorf("--where %q: want 'db.table=SQL condition'", w)
+		}
+		where[strings.TrimSpace(table)] = cond
+	}
+	progress := newProgressReporter()
+	res, err := snapshot.Run(ctx, snapshot.Config{
+		Source:        *cfg,
+		Tables:        cfg.Tables,
+		Where:         where,
+		Parallel:      o.parallel,
+		ChunkRows:     o.chunkRows,
+		Logger:        slog.Default(),
+		Progress:      progress.report,
+		ProgressEvery: progress.every(),
+	}, func(txn *binlog.Txn) error {
+		err := pr.txn(txn)
+		txn.Release()
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	slog.Info("snapshot done; streaming continues from its position", "rows", res.Rows, "tables", res.Tables, "method", res.Method, "position", res.Position.String())
+	if store != nil {
+		if cp.Sources == nil {
+			cp.Sources = map[string]position.Position{}
+		}
+		cp.Sources[tailSource] = res.Position
+		cp.SavedAt = time.Time{}
+		v, err := store.Save(ctx, *cp, cp.Version)
+		if err != nil {
+			return false, err
+		}
+		cp.Version = v
+	}
+	if mode == snapshot.ModeOnly {
+		return true, nil
+	}
+	cfg.Start = res.Position
+	return false, nil
+}

@@ -1,0 +1,154 @@
+package snapshot_test
+
+import (
+	"context"
+	"io"
+	osexec "os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/snapshot"
+)
+
+// The long_table of the libslave benchmark (internal/bench).
+const longTableDDL = `CREATE TABLE benchdb.long_table (
+  id int NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  field1 timestamp NOT NULL DEFAULT 0,
+  field2 timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  field3 enum('a','b','c') NOT NULL DEFAULT 'a',
+  field4 enum('a','b','c') NOT NULL DEFAULT 'a',
+  field5 varchar(255) NOT NULL,
+  field6 int NOT NULL,
+  field7 int NOT NULL,
+  field8 text NOT NULL,
+  field9 set('a','b','c') NOT NULL DEFAULT 'a',
+  field10 int unsigned NOT NULL DEFAULT 2,
+  field11 double NOT NULL DEFAULT 1.0,
+  field12 double NOT NULL DEFAULT 0.0,
+  field13 int NOT NULL,
+  field14 int NOT NULL,
+  field15 int NOT NULL,
+  field16 text NOT NULL,
+  field17 varchar(255) NOT NULL,
+  field18 varchar(255) NOT NULL,
+  field19 enum('a','b','c') NOT NULL DEFAULT 'a',
+  field20 int NOT NULL DEFAULT 10,
+  field21 double NOT NULL,
+  field22 double NOT NULL DEFAULT 1.0,
+  field23 double NOT NULL DEFAULT 1.0,
+  field24 double NOT NULL DEFAULT 1.0,
+  field25 text NOT NULL DEFAULT ""
+) ENGINE=InnoDB`
+
+const benchRows = 200000
+
+var benchSetup sync.Once
+
+func benchTable(b *testing.B) *testenv.MariaDB {
+	db := server(b)
+	benchSetup.Do(func() {
+		exec(b, db, "CREATE DATABASE benchdb", "USE benchdb", "SET SESSION sql_mode = ''", longTableDDL,
+			"INSERT INTO benchdb.long_table (field5, field25) SELECT 'short_string', 'another_short_string' FROM seq_1_to_"+strconv.Itoa(benchRows),
+			"ANALYZE TABLE benchdb.long_table")
+	})
+	return db
+}
+
+// BenchmarkScan reads the 200,000 rows of long_table (26 columns): whole
+// in one Scan, in chunks of 10,000 rows, and encoded as JSON rows; beside
+// mariadb-dump writing the same table to /dev/null.
+func BenchmarkScan(b *testing.B) {
+	db := benchTable(b)
+	ctx := context.Background()
+	c := conn(b, db)
+	info, err := snapshot.Inspect(ctx, c, "benchdb", "long_table")
+	if err != nil {
+		b.Fatal(err)
+	}
+	t, key := info.Table, info.Key
+
+	report := func(b *testing.B, rows int) {
+		if rows != benchRows*b.N {
+			b.Fatalf("read %d rows, want %d", rows, benchRows*b.N)
+		}
+		b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+		b.ReportMetric(0, "ns/op")
+	}
+	b.Run("whole", func(b *testing.B) {
+		b.ReportAllocs()
+		rows := 0
+		q, args := snapshot.ChunkQuery(t, key, "", nil, nil, 0)
+		for b.Loop() {
+			if err := snapshot.Scan(ctx, c, t, q, args, func(binlog.Row) error { rows++; return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, rows)
+	})
+	b.Run("chunks", func(b *testing.B) {
+		b.ReportAllocs()
+		rows := 0
+		const limit = 10000
+		for b.Loop() {
+			var after binlog.Row
+			for {
+				q, args := snapshot.ChunkQuery(t, key, "", after, nil, limit)
+				n := 0
+				err := snapshot.Scan(ctx, c, t, q, args, func(row binlog.Row) error {
+					if n++; n == limit {
+						after = snapshot.CloneKey(t, key, row)
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rows += n
+				if n < limit {
+					break
+				}
+			}
+		}
+		report(b, rows)
+	})
+	b.Run("json", func(b *testing.B) {
+		b.ReportAllocs()
+		rows := 0
+		var buf []byte
+		q, args := snapshot.ChunkQuery(t, key, "", nil, nil, 0)
+		for b.Loop() {
+			err := snapshot.Scan(ctx, c, t, q, args, func(row binlog.Row) error {
+				rows++
+				buf = codec.AppendRow(buf[:0], t, row)
+				buf = append(buf, '\n')
+				return nil
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		report(b, rows)
+	})
+	b.Run("mariadb-dump", func(b *testing.B) {
+		path, err := osexec.LookPath("mariadb-dump")
+		if err != nil {
+			b.Skip("no mariadb-dump")
+		}
+		for b.Loop() {
+			cmd := osexec.Command(path, "--host=127.0.0.1", "--port="+strconv.Itoa(db.Port), "--user="+db.User,
+				"--password="+db.Password, "--single-transaction", "--quick", "--skip-lock-tables", "benchdb", "long_table")
+			var stderr strings.Builder
+			cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+			if err := cmd.Run(); err != nil {
+				b.Fatalf("%v: %s", err, stderr.String())
+			}
+		}
+		b.ReportMetric(float64(benchRows*b.N)/b.Elapsed().Seconds(), "rows/s")
+		b.ReportMetric(0, "ns/op")
+	})
+}

@@ -1,0 +1,45 @@
+// Package snapshot is the table-scanning layer of sluice's consistent
+// initial load: it reads tables with SELECT and hands their rows over as
+// the same typed values (binlog.Row) the binlog reader produces, so that a
+// row written by codec looks the same whether it came from the snapshot or
+// from the binlog.
+//
+// The pieces:
+//
+//   - Describe (and Inspect) learn a table's definition from
+//     information_schema, as a binlog.Table whose columns match, field for
+//     field, what the binlog reader builds from binlog_row_metadata=FULL, and
+//     choose the key the table can be read by in order: its primary key, or
+//     else its first unique index over NOT NULL columns.
+//   - Scan runs a SELECT over the binary protocol and streams its rows,
+//     converting every value exactly as the binlog decoder would have
+//     decoded it.
+//   - ChunkQuery, KeyArgs, CloneKey and SplitPoints read a table in key
+//     order by keyset pagination, in ranges that parallel readers can
+//     share and that resume after the last key read.
+//
+// A typical reader, on a connection inside START TRANSACTION WITH
+// CONSISTENT SNAPSHOT:
+//
+//	info, err := snapshot.Inspect(ctx, conn, "shop", "items")
+//	...
+//	t, key := info.Table, info.Key
+//	var after binlog.Row
+//	for {
+//		q, args := snapshot.ChunkQuery(t, key, "", after, nil, 10000)
+//		n := 0
+//		err := snapshot.Scan(ctx, conn, t, q, args, func(row binlog.Row) error {
+//			if n++; n == 10000 { // the last row of a full chunk: resume after it
+//				after = snapshot.CloneKey(t, key, row) // row is reused once fn returns
+//			}
+//			return emit(row)
+//		})
+//		...
+//		if n < 10000 {
+//			break // a short chunk is the last one
+//		}
+//	}
+//
+// Scan sets session variables on the connection it is given (see Scan);
+// give the snapshot its own connections.
+package snapshot

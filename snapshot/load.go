@@ -1,0 +1,544 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+// Mode says when a consistent initial load is taken.
+type Mode string
+
+// Snapshot modes.
+const (
+	// ModeInitial snapshots when there is no saved position, then streams.
+	ModeInitial Mode = "initial"
+	// ModeNever never snapshots: streaming starts at the saved position or
+	// at --from.
+	ModeNever Mode = "never"
+	// ModeWhenNeeded snapshots when there is no saved position or the
+	// server has purged it.
+	ModeWhenNeeded Mode = "when_needed"
+	// ModeAlways snapshots on every start, then streams.
+	ModeAlways Mode = "always"
+	// ModeOnly snapshots and stops.
+	ModeOnly Mode = "only"
+)
+
+// ParseMode checks a mode name.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeInitial, ModeNever, ModeWhenNeeded, ModeAlways, ModeOnly:
+		return m, nil
+	}
+	return "", fmt.Errorf("snapshot: mode %q: want initial, never, when_needed, always or only", s)
+}
+
+// Needed reports whether to snapshot, given whether a saved position
+// exists and whether the server has purged it.
+func (m Mode) Needed(saved, purged bool) (bool, error) {
+	switch m {
+	case ModeAlways, ModeOnly:
+		return true, nil
+	case ModeWhenNeeded:
+		return !saved || purged, nil
+	case ModeInitial:
+		if saved && purged {
+			return false, fmt.Errorf("%w: the saved position is no longer on the server; snapshot mode when_needed would take a new snapshot", binlog.ErrPurged)
+		}
+		return !saved, nil
+	default:
+		return false, nil
+	}
+}
+
+// Config says what to load and how.
+type Config struct {
+	// Source is the server (Addr, User, Password, TLS are used).
+	Source binlog.Config
+	// Tables selects tables, as for streaming.
+	Tables *binlog.Filter
+	// Where holds an optional SQL condition per table ("db.table").
+	Where map[string]string
+	// Parallel is the number of connections reading at once (default 2).
+	// More than one needs the RELOAD privilege (BACKUP STAGE) to start all
+	// of them at the same point; without it one connection reads.
+	Parallel int
+	// ChunkRows is the number of rows per SELECT and per delivered chunk
+	// (default 4096).
+	ChunkRows int
+	Logger    *slog.Logger
+	// Progress, when set, is called every ProgressEvery with the figures.
+	Progress      func([]TableProgress)
+	ProgressEvery time.Duration
+}
+
+// TableProgress is how far the load of one table has got.
+type TableProgress struct {
+	Table     string
+	Rows      int64 // read so far
+	Estimated int64 // the server's estimate of the table's rows
+	Done      bool
+	Started   time.Time
+	Finished  time.Time
+}
+
+// Result is what a finished snapshot tells the stream.
+type Result struct {
+	// Position is the binlog position the snapshot is consistent with:
+	// streaming from it continues exactly after the snapshot.
+	Position position.Position
+	Rows     int64
+	Tables   int
+	// Method is how consistency was obtained: "backup-stage" (several
+	// connections started at one point under BACKUP STAGE BLOCK_COMMIT) or
+	// "consistent-snapshot" (one connection).
+	Method string
+}
+
+func (c *Config) defaults() {
+	if c.Parallel <= 0 {
+		c.Parallel = 2
+	}
+	if c.ChunkRows <= 0 {
+		c.ChunkRows = 4096
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = 5 * time.Second
+	}
+}
+
+func (c *Config) dial(ctx context.Context) (*client.Conn, error) {
+	var opts []client.Option
+	if c.Source.TLS != nil {
+		tlsCfg := c.Source.TLS
+		opts = append(opts, func(conn *client.Conn) error { conn.SetTLSConfig(tlsCfg); return nil })
+	}
+	conn, err := client.ConnectWithContext(ctx, c.Source.Addr, c.Source.User, c.Source.Password, "", 10*time.Second, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: connecting to %s: %w", c.Source.Addr, err)
+	}
+	return conn, nil
+}
+
+// Run reads every selected table at one consistent point, without a
+// global read lock, and calls emit with chunks of rows (Op binlog.OpRead),
+// one goroutine at a time. The final chunk has SnapshotLast set. It returns
+// the binlog position to stream from.
+func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result, error) {
+	cfg.defaults()
+	coord, err := cfg.dial(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	defer coord.Close()
+
+	tables, err := listTables(coord, cfg.Tables)
+	if err != nil {
+		return Result{}, err
+	}
+	infos := make([]*TableInfo, 0, len(tables))
+	for _, name := range tables {
+		db, tbl, _ := strings.Cut(name, ".")
+		info, err := Inspect(ctx, coord, db, tbl)
+		if err != nil {
+			return Result{}, err
+		}
+		infos = append(infos, info)
+	}
+
+	workers, res, err := startConsistent(ctx, &cfg, coord)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() {
+		for _, w := range workers {
+			w.Execute("ROLLBACK")
+			w.Close()
+		}
+	}()
+	res.Tables = len(infos)
+	cfg.Logger.Info("snapshot started", "tables", len(infos), "connections", len(workers), "method", res.Method, "position", res.Position.String())
+
+	// Work: one item per key range of every table.
+	type item struct {
+		info     *TableInfo
+		lo, hi   binlog.Row // exclusive, inclusive; nil for open ends
+		progress *tableProgress
+	}
+	progress := make([]*tableProgress, len(infos))
+	var items []item
+	for i, info := range infos {
+		progress[i] = &tableProgress{TableProgress: TableProgress{Table: info.Table.QualifiedName(), Estimated: info.Rows}}
+		where := cfg.Where[info.Table.QualifiedName()]
+		var splits []binlog.Row
+		if len(info.Key) > 0 && len(workers) > 1 && info.Rows > int64(2*cfg.ChunkRows) {
+			splits, err = SplitPoints(ctx, coord, info.Table, info.Key, where, 2*len(workers))
+			if err != nil {
+				return Result{}, err
+			}
+		}
+		var lo binlog.Row
+		for _, s := range splits {
+			items = append(items, item{info, lo, s, progress[i]})
+			lo = s
+		}
+		items = append(items, item{info, lo, nil, progress[i]})
+		progress[i].ranges.Store(int64(len(splits) + 1))
+	}
+
+	// Emission is serialized; the latest chunk is held back so that the
+	// very last row of the snapshot can be marked.
+	var (
+		emitMu  sync.Mutex
+		pending *binlog.Txn
+		total   atomic.Int64
+	)
+	send := func(txn *binlog.Txn) error {
+		emitMu.Lock()
+		defer emitMu.Unlock()
+		prev := pending
+		pending = txn
+		if prev != nil {
+			return emit(prev)
+		}
+		return nil
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopProgress := startProgress(ctx, &cfg, progress)
+	defer stopProgress()
+
+	work := make(chan item)
+	errs := make(chan error, len(workers))
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Add(1)
+		go func(conn *client.Conn) {
+			defer wg.Done()
+			for it := range work {
+				err := readRange(ctx, conn, &cfg, it.info, it.lo, it.hi, res.Position, func(txn *binlog.Txn) error {
+					it.progress.rows.Add(int64(len(txn.Changes)))
+					total.Add(int64(len(txn.Changes)))
+					return send(txn)
+				})
+				if err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+				it.progress.rangeDone()
+			}
+		}(w)
+	}
+	go func() {
+		defer close(work)
+		for _, it := range items {
+			select {
+			case work <- it:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if pending != nil {
+		pending.SnapshotLast = true
+		if err := emit(pending); err != nil {
+			return Result{}, err
+		}
+	}
+	res.Rows = total.Load()
+	stopProgress()
+	cfg.Logger.Info("snapshot finished", "tables", res.Tables, "rows", res.Rows, "position", res.Position.String())
+	return res, nil
+}
+
+// readRange reads the rows of one key range in chunks.
+func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableInfo, lo, hi binlog.Row, pos position.Position, emit func(*binlog.Txn) error) error {
+	t := info.Table
+	where := cfg.Where[t.QualifiedName()]
+	after := lo
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		limit := cfg.ChunkRows
+		if len(info.Key) == 0 {
+			limit = 0 // no usable key: the table in one stream
+		}
+		query, args := ChunkQuery(t, info.Key, where, after, hi, limit)
+		txn := &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now()}
+		var arena rowArena
+		n := 0
+		err := Scan(ctx, conn, t, query, args, func(row binlog.Row) error {
+			txn.Changes = append(txn.Changes, binlog.Change{Op: binlog.OpRead, Table: t, After: arena.clone(row), File: pos.File, Pos: pos.Offset, Row: n})
+			n++
+			if limit == 0 && n%cfg.ChunkRows == 0 { // keyless: deliver as it streams
+				if err := emit(txn); err != nil {
+					return err
+				}
+				txn = &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now()}
+				arena = rowArena{}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("snapshot: reading %s: %w", t.QualifiedName(), err)
+		}
+		if len(txn.Changes) > 0 {
+			last := txn.Changes[len(txn.Changes)-1].After
+			if err := emit(txn); err != nil {
+				return err
+			}
+			after = CloneKey(t, info.Key, last)
+		}
+		if limit == 0 || n < limit {
+			return nil
+		}
+	}
+}
+
+// rowArena copies rows out of Scan's reused buffers into chunk memory.
+type rowArena struct {
+	vals []binlog.Value
+	buf  []byte
+}
+
+func (a *rowArena) clone(row binlog.Row) binlog.Row {
+	if cap(a.vals)-len(a.vals) < len(row) {
+		a.vals = make([]binlog.Value, 0, max(len(row)*256, 1024))
+	}
+	s := len(a.vals)
+	for _, v := range row {
+		if b := v.Bytes(); b != nil {
+			if cap(a.buf)-len(a.buf) < len(b) {
+				a.buf = make([]byte, 0, max(len(b), 64<<10))
+			}
+			o := len(a.buf)
+			a.buf = append(a.buf, b...)
+			v = binlog.BytesValue(v.Kind(), a.buf[o:len(a.buf):len(a.buf)])
+		}
+		a.vals = append(a.vals, v)
+	}
+	return binlog.Row(a.vals[s:len(a.vals):len(a.vals)])
+}
+
+// startConsistent opens the reading connections, each in a transaction
+// that sees the database at one point, and returns the binlog position of
+// that point.
+func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn) ([]*client.Conn, Result, error) {
+	var res Result
+	n := cfg.Parallel
+	locked := false
+	if n > 1 {
+		if _, err := coord.Execute("BACKUP STAGE START"); err == nil {
+			if _, err := coord.Execute("BACKUP STAGE BLOCK_COMMIT"); err == nil {
+				locked = true
+			} else {
+				coord.Execute("BACKUP STAGE END")
+			}
+		}
+		if !locked {
+			cfg.Logger.Warn("snapshot: one connection only: starting several at one point needs BACKUP STAGE (the RELOAD privilege)", "parallel", n)
+			n = 1
+		}
+	}
+	unlock := func() {
+		if locked {
+			coord.Execute("BACKUP STAGE END")
+			locked = false
+		}
+	}
+	defer unlock()
+	var workers []*client.Conn
+	fail := func(err error) ([]*client.Conn, Result, error) {
+		for _, w := range workers {
+			w.Close()
+		}
+		return nil, res, err
+	}
+	for i := 0; i < n; i++ {
+		w, err := cfg.dial(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		workers = append(workers, w)
+		for _, q := range []string{SessionSQL, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"} {
+			if _, err := w.Execute(q); err != nil {
+				return fail(fmt.Errorf("snapshot: %s: %w", q, err))
+			}
+		}
+	}
+	var err error
+	if locked {
+		res.Method = "backup-stage"
+		res.Position, err = currentPosition(coord)
+	} else {
+		res.Method = "consistent-snapshot"
+		res.Position, err = snapshotPosition(workers[0])
+	}
+	if err != nil {
+		return fail(err)
+	}
+	unlock()
+	if res.Position.GTIDs, err = gtidAt(coord, res.Position); err != nil {
+		return fail(err)
+	}
+	res.Position.Flavor = position.MariaDB
+	return workers, res, nil
+}
+
+// snapshotPosition reads MariaDB's binlog_snapshot_file/position: the
+// binlog position matching the connection's consistent snapshot.
+func snapshotPosition(c *client.Conn) (position.Position, error) {
+	rs, err := c.Execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+	if err != nil {
+		return position.Position{}, fmt.Errorf("snapshot: reading binlog_snapshot_position: %w", err)
+	}
+	defer rs.Close()
+	var p position.Position
+	for i := 0; i < rs.RowNumber(); i++ {
+		switch cell(rs, i, 0) {
+		case "Binlog_snapshot_file":
+			p.File = cell(rs, i, 1)
+		case "Binlog_snapshot_position":
+			off, _ := rs.GetUintByName(i, "Value")
+			if off == 0 {
+				fmt.Sscan(cell(rs, i, 1), &off)
+			}
+			p.Offset = uint32(off)
+		}
+	}
+	if p.File == "" {
+		return p, errors.New("snapshot: the server has no binlog_snapshot_file status (MariaDB only; is binary logging on?)")
+	}
+	return p, nil
+}
+
+func currentPosition(c *client.Conn) (position.Position, error) {
+	rs, err := c.Execute("SHOW MASTER STATUS")
+	if err != nil {
+		return position.Position{}, fmt.Errorf("snapshot: SHOW MASTER STATUS: %w", err)
+	}
+	defer rs.Close()
+	if rs.RowNumber() == 0 {
+		return position.Position{}, errors.New("snapshot: binary logging is off")
+	}
+	off, _ := rs.GetUint(0, 1)
+	return position.Position{File: cell(rs, 0, 0), Offset: uint32(off)}, nil
+}
+
+func gtidAt(c *client.Conn, p position.Position) (string, error) {
+	rs, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Offset)
+	if err != nil {
+		return "", fmt.Errorf("snapshot: BINLOG_GTID_POS: %w", err)
+	}
+	defer rs.Close()
+	return cell(rs, 0, 0), nil
+}
+
+// listTables returns the selected base tables as "db.table".
+func listTables(c *client.Conn, f *binlog.Filter) ([]string, error) {
+	rs, err := c.Execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
+	if err != nil {
+		return nil, fmt.Errorf("snapshot: listing tables: %w", err)
+	}
+	defer rs.Close()
+	var out []string
+	for i := 0; i < rs.RowNumber(); i++ {
+		db, t := cell(rs, i, 0), cell(rs, i, 1)
+		if f.Match(db, t) {
+			out = append(out, db+"."+t)
+		}
+	}
+	return out, nil
+}
+
+var _ = mysql.ER_ACCESS_DENIED_ERROR
+
+// tableProgress counts one table's rows and finished ranges.
+type tableProgress struct {
+	TableProgress
+	rows   atomic.Int64
+	ranges atomic.Int64
+	mu     sync.Mutex
+}
+
+func (p *tableProgress) rangeDone() {
+	if p.ranges.Add(-1) == 0 {
+		p.mu.Lock()
+		p.Finished = time.Now()
+		p.mu.Unlock()
+	}
+}
+
+func (p *tableProgress) snapshot() TableProgress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tp := p.TableProgress
+	tp.Rows = p.rows.Load()
+	tp.Done = p.ranges.Load() == 0
+	return tp
+}
+
+func startProgress(ctx context.Context, cfg *Config, ps []*tableProgress) (stop func()) {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	start := time.Now()
+	for _, p := range ps {
+		p.Started = start
+	}
+	report := func() {
+		out := make([]TableProgress, len(ps))
+		for i, p := range ps {
+			out[i] = p.snapshot()
+		}
+		cfg.Progress(out)
+	}
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		t := time.NewTicker(cfg.ProgressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				report()
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() {
+		once.Do(func() {
+			close(done)
+			report()
+		})
+	}
+}
