@@ -38,6 +38,9 @@ type Checkpoint struct {
 	// Sinks maps a sink name to its durable offset (sink-specific text).
 	Sinks   map[string]string `json:"sinks,omitempty"`
 	LastSeq uint64            `json:"last_seq,omitempty"`
+	// Snapshot holds an unfinished snapshot's state (what is left to read),
+	// in the snapshot package's format; empty when none is under way.
+	Snapshot json.RawMessage `json:"snapshot,omitempty"`
 	SavedAt time.Time         `json:"saved_at"`
 }
 

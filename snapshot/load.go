@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
-	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/position"
@@ -79,6 +79,9 @@ type Config struct {
 	// (default 4096).
 	ChunkRows int
 	Logger    *slog.Logger
+	// Save, when set, is called after every delivered chunk with what is
+	// left to read, so that an interrupted snapshot can go on with Resume.
+	Save func(State) error
 	// Progress, when set, is called every ProgressEvery with the figures.
 	Progress      func([]TableProgress)
 	ProgressEvery time.Duration
@@ -92,6 +95,22 @@ type TableProgress struct {
 	Done      bool
 	Started   time.Time
 	Finished  time.Time
+}
+
+// State is an unfinished snapshot: its point and the key ranges not yet
+// delivered. It is plain JSON, for checkpoints.
+type State struct {
+	Position position.Position `json:"position"`
+	Ranges   []SavedRange      `json:"ranges"`
+}
+
+// SavedRange is a key range still to read: keys after After up to UpTo.
+type SavedRange struct {
+	Schema string          `json:"schema"`
+	Table  string          `json:"table"`
+	Where  string          `json:"where,omitempty"`
+	After  json.RawMessage `json:"after,omitempty"`
+	UpTo   json.RawMessage `json:"up_to,omitempty"`
 }
 
 // Result is what a finished snapshot tells the stream.
@@ -202,21 +221,56 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	}
 
 	// Emission is serialized; the latest chunk is held back so that the
-	// very last row of the snapshot can be marked.
+	// very last row of the snapshot can be marked. What was emitted is
+	// tracked per range, for Save.
+	type sent struct {
+		txn  *binlog.Txn
+		item int
+		key  binlog.Row
+	}
 	var (
-		emitMu  sync.Mutex
-		pending *binlog.Txn
-		total   atomic.Int64
+		emitMu   sync.Mutex
+		pending  *sent
+		total    atomic.Int64
+		emitted  = make([]binlog.Row, len(items)) // key of the last row emitted per range
+		finished = make([]bool, len(items))
 	)
-	send := func(txn *binlog.Txn) error {
+	for i := range items {
+		emitted[i] = items[i].lo
+	}
+	save := func() error { // under emitMu
+		if cfg.Save == nil {
+			return nil
+		}
+		st := State{Position: res.Position}
+		for i, it := range items {
+			if finished[i] && (pending == nil || pending.item != i) {
+				continue
+			}
+			t := it.info.Table
+			st.Ranges = append(st.Ranges, SavedRange{Schema: t.Schema, Table: t.Name, Where: cfg.Where[t.QualifiedName()],
+				After: EncodeKey(emitted[i]), UpTo: EncodeKey(it.hi)})
+		}
+		return cfg.Save(st)
+	}
+	send := func(txn *binlog.Txn, item int, key binlog.Row) error {
 		emitMu.Lock()
 		defer emitMu.Unlock()
 		prev := pending
-		pending = txn
-		if prev != nil {
-			return emit(prev)
+		pending = &sent{txn, item, key}
+		if prev == nil {
+			return nil
 		}
-		return nil
+		if err := emit(prev.txn); err != nil {
+			return err
+		}
+		emitted[prev.item] = prev.key
+		return save()
+	}
+	rangeFinished := func(item int) {
+		emitMu.Lock()
+		finished[item] = true
+		emitMu.Unlock()
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -224,33 +278,35 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	stopProgress := startProgress(ctx, &cfg, progress)
 	defer stopProgress()
 
-	work := make(chan item)
+	work := make(chan int)
 	errs := make(chan error, len(workers))
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Add(1)
 		go func(conn *client.Conn) {
 			defer wg.Done()
-			for it := range work {
-				err := readRange(ctx, conn, &cfg, it.info, it.lo, it.hi, res.Position, func(txn *binlog.Txn) error {
+			for idx := range work {
+				it := items[idx]
+				err := readRange(ctx, conn, &cfg, it.info, it.lo, it.hi, res.Position, func(txn *binlog.Txn, last binlog.Row) error {
 					it.progress.rows.Add(int64(len(txn.Changes)))
 					total.Add(int64(len(txn.Changes)))
-					return send(txn)
+					return send(txn, idx, last)
 				})
 				if err != nil {
 					errs <- err
 					cancel()
 					return
 				}
+				rangeFinished(idx)
 				it.progress.rangeDone()
 			}
 		}(w)
 	}
 	go func() {
 		defer close(work)
-		for _, it := range items {
+		for i := range items {
 			select {
-			case work <- it:
+			case work <- i:
 			case <-ctx.Done():
 				return
 			}
@@ -265,8 +321,8 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 		return Result{}, err
 	}
 	if pending != nil {
-		pending.SnapshotLast = true
-		if err := emit(pending); err != nil {
+		pending.txn.SnapshotLast = true
+		if err := emit(pending.txn); err != nil {
 			return Result{}, err
 		}
 	}
@@ -277,7 +333,7 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 }
 
 // readRange reads the rows of one key range in chunks.
-func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableInfo, lo, hi binlog.Row, pos position.Position, emit func(*binlog.Txn) error) error {
+func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableInfo, lo, hi binlog.Row, pos position.Position, emit func(txn *binlog.Txn, lastKey binlog.Row) error) error {
 	t := info.Table
 	where := cfg.Where[t.QualifiedName()]
 	after := lo
@@ -297,7 +353,7 @@ func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableI
 			txn.Changes = append(txn.Changes, binlog.Change{Op: binlog.OpRead, Table: t, After: arena.clone(row), File: pos.File, Pos: pos.Offset, Row: n})
 			n++
 			if limit == 0 && n%cfg.ChunkRows == 0 { // keyless: deliver as it streams
-				if err := emit(txn); err != nil {
+				if err := emit(txn, nil); err != nil {
 					return err
 				}
 				txn = &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now()}
@@ -309,11 +365,12 @@ func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableI
 			return fmt.Errorf("snapshot: reading %s: %w", t.QualifiedName(), err)
 		}
 		if len(txn.Changes) > 0 {
-			last := txn.Changes[len(txn.Changes)-1].After
-			if err := emit(txn); err != nil {
+			if len(info.Key) > 0 {
+				after = CloneKey(t, info.Key, txn.Changes[len(txn.Changes)-1].After)
+			}
+			if err := emit(txn, after); err != nil {
 				return err
 			}
-			after = CloneKey(t, info.Key, last)
 		}
 		if limit == 0 || n < limit {
 			return nil
@@ -477,8 +534,6 @@ func listTables(c *client.Conn, f *binlog.Filter) ([]string, error) {
 	return out, nil
 }
 
-var _ = mysql.ER_ACCESS_DENIED_ERROR
-
 // tableProgress counts one table's rows and finished ranges.
 type tableProgress struct {
 	TableProgress
@@ -541,4 +596,33 @@ func startProgress(ctx context.Context, cfg *Config, ps []*tableProgress) (stop 
 			report()
 		})
 	}
+}
+
+// Resume queues the ranges an interrupted snapshot left on a Stream; the
+// Stream's reader must start at the state's position or at a later
+// position saved by the same consumer.
+func Resume(ctx context.Context, s *Stream, st State) error {
+	for _, sr := range st.Ranges {
+		after, err := DecodeKey(sr.After)
+		if err != nil {
+			return err
+		}
+		upTo, err := DecodeKey(sr.UpTo)
+		if err != nil {
+			return err
+		}
+		if err := s.AddRange(ctx, &Range{Schema: sr.Schema, Table: sr.Table, Where: sr.Where, After: after, UpTo: upTo}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Saved describes what a Stream has left, for checkpoints (nil when done).
+func (s *Stream) Saved() []SavedRange {
+	var out []SavedRange
+	for _, rg := range s.Remaining() {
+		out = append(out, SavedRange{Schema: rg.Schema, Table: rg.Table, Where: rg.Where, After: EncodeKey(rg.After), UpTo: EncodeKey(rg.UpTo)})
+	}
+	return out
 }

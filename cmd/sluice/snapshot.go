@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -70,6 +71,12 @@ func (o *snapshotOpts) run(ctx context.Context, cfg *binlog.Config, saved bool, 
 		Logger:        slog.Default(),
 		Progress:      progress.report,
 		ProgressEvery: progress.every(),
+		Save: func(st snapshot.State) error {
+			if store == nil {
+				return nil
+			}
+			return saveCheckpoint(ctx, store, cp, st.Position, &st)
+		},
 	}, func(txn *binlog.Txn) error {
 		err := pr.txn(txn)
 		txn.Release()
@@ -80,20 +87,52 @@ func (o *snapshotOpts) run(ctx context.Context, cfg *binlog.Config, saved bool, 
 	}
 	slog.Info("snapshot done; streaming continues from its position", "rows", res.Rows, "tables", res.Tables, "method", res.Method, "position", res.Position.String())
 	if store != nil {
-		if cp.Sources == nil {
-			cp.Sources = map[string]position.Position{}
-		}
-		cp.Sources[tailSource] = res.Position
-		cp.SavedAt = time.Time{}
-		v, err := store.Save(ctx, *cp, cp.Version)
-		if err != nil {
+		if err := saveCheckpoint(ctx, store, cp, res.Position, nil); err != nil {
 			return false, err
 		}
-		cp.Version = v
 	}
 	if mode == snapshot.ModeOnly {
 		return true, nil
 	}
 	cfg.Start = res.Position
 	return false, nil
+}
+
+// saveCheckpoint records the stream position and, while a snapshot is
+// unfinished, what it has left to read.
+func saveCheckpoint(ctx context.Context, store *checkpoint.FileStore, cp *checkpoint.Checkpoint, pos position.Position, st *snapshot.State) error {
+	if cp.Sources == nil {
+		cp.Sources = map[string]position.Position{}
+	}
+	cp.Sources[tailSource] = pos
+	cp.Snapshot = nil
+	if st != nil {
+		raw, err := json.Marshal(st)
+		if err != nil {
+			return err
+		}
+		cp.Snapshot = raw
+	}
+	cp.SavedAt = time.Time{}
+	v, err := store.Save(ctx, *cp, cp.Version)
+	if err != nil {
+		return err
+	}
+	cp.Version = v
+	return nil
+}
+
+// resumeState returns the unfinished snapshot of a checkpoint, if any.
+func resumeState(cp *checkpoint.Checkpoint) (*snapshot.State, error) {
+	if len(cp.Snapshot) == 0 {
+		return nil, nil
+	}
+	var st snapshot.State
+	if err := json.Unmarshal(cp.Snapshot, &st); err != nil {
+		return nil, fmt.Errorf("checkpoint: unfinished snapshot state: %w", err)
+	}
+	if len(st.Ranges) == 0 {
+		return nil, nil
+	}
+	return &st, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/snapshot"
 )
 
 const tailSource = "tail" // the source name in checkpoints and messages
@@ -162,19 +163,36 @@ func tailCmd() *cobra.Command {
 			// A start position given by --from or a checkpoint counts as a
 			// saved position: snapshot mode initial then streams from it.
 			saved := !cfg.Start.IsZero() || cmd.Flags().Changed("from")
-			done, err := snap.run(cmd.Context(), &cfg, saved, pr, store, &cp)
-			if err != nil || done {
-				if err == nil {
-					fmt.Fprintln(os.Stderr, pr.summary())
-				}
+			resume, err := resumeState(&cp)
+			if err != nil {
 				return err
+			}
+			if resume == nil {
+				done, err := snap.run(cmd.Context(), &cfg, saved, pr, store, &cp)
+				if err != nil || done {
+					if err == nil {
+						fmt.Fprintln(os.Stderr, pr.summary())
+					}
+					return err
+				}
 			}
 			r, err := binlog.NewReader(cfg)
 			if err != nil {
 				return err
 			}
 			defer r.Close()
-			err = tailLoop(cmd.Context(), r, pr, store, &cp)
+			src := txnSource(r)
+			if resume != nil {
+				// An interrupted snapshot: read what it left while streaming.
+				slog.Info("resuming an interrupted snapshot while streaming", "ranges", len(resume.Ranges), "from", cfg.Start.String())
+				s := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: snap.chunkRows, Logger: slog.Default()})
+				defer s.Close()
+				if err := snapshot.Resume(cmd.Context(), s, *resume); err != nil {
+					return err
+				}
+				src = streamSource{s}
+			}
+			err = tailLoop(cmd.Context(), src, pr, store, &cp)
 			if cfg.Stop.File != "" || out.format == "none" || err == nil {
 				fmt.Fprintln(os.Stderr, pr.summary())
 			}
@@ -213,7 +231,18 @@ func parseFrom(from string, cfg *binlog.Config) error {
 	return nil
 }
 
-func tailLoop(ctx context.Context, r *binlog.Reader, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) error {
+// txnSource is what tail reads: the binlog, or the binlog with snapshot
+// chunks read while it streams.
+type txnSource interface {
+	Next(ctx context.Context) (*binlog.Txn, error)
+}
+
+type streamSource struct{ s *snapshot.Stream }
+
+func (s streamSource) Next(ctx context.Context) (*binlog.Txn, error) { return s.s.Next(ctx) }
+
+func tailLoop(ctx context.Context, r txnSource, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) error {
+	stream, _ := r.(streamSource)
 	for {
 		txn, err := r.Next(ctx)
 		if err != nil {
@@ -229,19 +258,23 @@ func tailLoop(ctx context.Context, r *binlog.Reader, pr *printer, store *checkpo
 		if err := pr.txn(txn); err != nil {
 			return err
 		}
-		last, end := txn.Last, txn.End
+		last, end, snap := txn.Last, txn.End, txn.Snapshot
 		txn.Release() // printed: its memory can serve the next chunks
-		if store != nil && last && !end.IsZero() {
-			if cp.Sources == nil {
-				cp.Sources = map[string]position.Position{}
+		if store == nil || !last || end.IsZero() {
+			continue
+		}
+		pos := end
+		if snap { // a snapshot chunk moves the snapshot on, not the stream
+			pos = cp.Sources[tailSource]
+		}
+		var st *snapshot.State
+		if stream.s != nil {
+			if left := stream.s.Saved(); len(left) > 0 {
+				st = &snapshot.State{Ranges: left}
 			}
-			cp.Sources[tailSource] = end
-			cp.SavedAt = time.Time{}
-			v, err := store.Save(ctx, *cp, cp.Version)
-			if err != nil {
-				return err
-			}
-			cp.Version = v
+		}
+		if err := saveCheckpoint(ctx, store, cp, pos, st); err != nil {
+			return err
 		}
 	}
 }
