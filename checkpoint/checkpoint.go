@@ -41,7 +41,7 @@ type Checkpoint struct {
 	// Snapshot holds an unfinished snapshot's state (what is left to read),
 	// in the snapshot package's format; empty when none is under way.
 	Snapshot json.RawMessage `json:"snapshot,omitempty"`
-	SavedAt time.Time         `json:"saved_at"`
+	SavedAt  time.Time       `json:"saved_at"`
 }
 
 // Store loads and saves checkpoints.
