@@ -114,6 +114,7 @@ func (p *printer) summary() string {
 func tailCmd() *cobra.Command {
 	var (
 		source, tables, from, to, ckpt string
+		signal                         string
 		out                            outputOpts
 		snap                           snapshotOpts
 	)
@@ -134,6 +135,16 @@ func tailCmd() *cobra.Command {
 			cfg, err := binlog.ParseSourceURL(source)
 			if err != nil {
 				return err
+			}
+			var signalDB, signalTable string
+			if signal != "" {
+				var ok bool
+				if signalDB, signalTable, ok = strings.Cut(signal, "."); !ok {
+					return fmt.Errorf("--signal-table %q: want db.table", signal)
+				}
+				if tables != "" {
+					tables += "," + signal // the signal table is always read
+				}
 			}
 			if cfg.Tables, err = binlog.ParseFilter(tables); err != nil {
 				return err
@@ -181,18 +192,17 @@ func tailCmd() *cobra.Command {
 				return err
 			}
 			defer r.Close()
-			src := txnSource(r)
+			// The binlog, with snapshot chunks read while it streams: what an
+			// interrupted snapshot left, and tables a signal row asks for.
+			s := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: snap.chunkRows, Logger: slog.Default()})
+			defer s.Close()
 			if resume != nil {
-				// An interrupted snapshot: read what it left while streaming.
 				slog.Info("resuming an interrupted snapshot while streaming", "ranges", len(resume.Ranges), "from", cfg.Start.String())
-				s := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: snap.chunkRows, Logger: slog.Default()})
-				defer s.Close()
 				if err := snapshot.Resume(cmd.Context(), s, *resume); err != nil {
 					return err
 				}
-				src = streamSource{s}
 			}
-			err = tailLoop(cmd.Context(), src, pr, store, &cp)
+			err = tailLoop(cmd.Context(), s, signalDB, signalTable, pr, store, &cp)
 			if cfg.Stop.File != "" || out.format == "none" || err == nil {
 				fmt.Fprintln(os.Stderr, pr.summary())
 			}
@@ -205,6 +215,7 @@ func tailCmd() *cobra.Command {
 	f.StringVar(&from, "from", "current", "where to start: current, earliest, FILE:POS, or gtid:SET")
 	f.StringVar(&to, "to", "", "stop after the transaction reaching FILE:POS and print a summary")
 	f.StringVar(&ckpt, "checkpoint", "", "file to save the position after each printed transaction, and to resume from")
+	f.StringVar(&signal, "signal-table", "", "db.table whose inserted rows (id, type='snapshot', data='db.t1,db.t2') start an incremental snapshot of those tables while streaming")
 	out.register(cmd)
 	snap.register(cmd)
 	return cmd
@@ -231,20 +242,9 @@ func parseFrom(from string, cfg *binlog.Config) error {
 	return nil
 }
 
-// txnSource is what tail reads: the binlog, or the binlog with snapshot
-// chunks read while it streams.
-type txnSource interface {
-	Next(ctx context.Context) (*binlog.Txn, error)
-}
-
-type streamSource struct{ s *snapshot.Stream }
-
-func (s streamSource) Next(ctx context.Context) (*binlog.Txn, error) { return s.s.Next(ctx) }
-
-func tailLoop(ctx context.Context, r txnSource, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) error {
-	stream, _ := r.(streamSource)
+func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTable string, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) error {
 	for {
-		txn, err := r.Next(ctx)
+		txn, err := stream.Next(ctx)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
@@ -254,6 +254,11 @@ func tailLoop(ctx context.Context, r txnSource, pr *printer, store *checkpoint.F
 				return nil
 			}
 			return err
+		}
+		if signalTable != "" {
+			if err := signals(ctx, stream, txn, signalDB, signalTable); err != nil {
+				return err
+			}
 		}
 		if err := pr.txn(txn); err != nil {
 			return err
@@ -268,13 +273,47 @@ func tailLoop(ctx context.Context, r txnSource, pr *printer, store *checkpoint.F
 			pos = cp.Sources[tailSource]
 		}
 		var st *snapshot.State
-		if stream.s != nil {
-			if left := stream.s.Saved(); len(left) > 0 {
-				st = &snapshot.State{Ranges: left}
-			}
+		if left := stream.Saved(); len(left) > 0 {
+			st = &snapshot.State{Ranges: left}
 		}
 		if err := saveCheckpoint(ctx, store, cp, pos, st); err != nil {
 			return err
 		}
 	}
+}
+
+// signals starts incremental snapshots asked for by rows inserted into the
+// signal table, and takes those rows out of the output.
+func signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, table string) error {
+	kept := txn.Changes[:0]
+	for _, ch := range txn.Changes {
+		if ch.Table == nil || ch.Table.Schema != db || ch.Table.Name != table {
+			kept = append(kept, ch)
+			continue
+		}
+		if ch.Op != binlog.OpInsert {
+			continue
+		}
+		typ, data := ch.Table.ColumnIndex("type"), ch.Table.ColumnIndex("data")
+		if typ < 0 || data < 0 {
+			return fmt.Errorf("signal table %s.%s needs columns type and data", db, table)
+		}
+		if string(ch.After[typ].Bytes()) != "snapshot" {
+			slog.Warn("ignoring a signal of unknown type", "type", string(ch.After[typ].Bytes()))
+			continue
+		}
+		for _, name := range strings.Split(string(ch.After[data].Bytes()), ",") {
+			sdb, st, ok := strings.Cut(strings.TrimSpace(name), ".")
+			if !ok {
+				slog.Warn("ignoring a snapshot signal for a name that is not db.table", "name", name)
+				continue
+			}
+			if err := stream.AddTable(ctx, sdb, st, ""); err != nil {
+				return err
+			}
+			slog.Info("incremental snapshot started by a signal", "table", sdb+"."+st)
+		}
+	}
+	txn.Changes = kept
+	return nil
 }
