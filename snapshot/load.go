@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/position"
@@ -362,6 +363,10 @@ func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableI
 			return nil
 		})
 		if err != nil {
+			var myErr *mysql.MyError
+			if errors.As(err, &myErr) && (myErr.Code == mysql.ER_TABLE_DEF_CHANGED || myErr.Code == mysql.ER_NO_SUCH_TABLE) {
+				return fmt.Errorf("snapshot: %s was dropped or altered while the snapshot read it (%v); nothing of it after the last delivered chunk was read: run the snapshot again (with --checkpoint it resumes)", t.QualifiedName(), myErr)
+			}
 			return fmt.Errorf("snapshot: reading %s: %w", t.QualifiedName(), err)
 		}
 		if len(txn.Changes) > 0 {
