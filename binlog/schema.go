@@ -102,8 +102,8 @@ func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, 
 			col.Collation = id
 		}
 		col.Charset = CharsetOfCollation(col.Collation)
-		col.Enum = enums[i]
-		col.Set = sets[i]
+		col.Enum = namesToUTF8(enums[i], col.Charset)
+		col.Set = namesToUTF8(sets[i], col.Charset)
 		if len(tm.ColumnName) == n {
 			col.Name = string(tm.ColumnName[i])
 		}

@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"github.com/sluice-cdc/sluice/binlog"
+
 	"strings"
 	"unicode/utf8"
 )
@@ -175,24 +177,8 @@ func appendUTF8[S ~string | ~[]byte](dst []byte, s S) []byte {
 	return append(dst, s[start:]...)
 }
 
-// latin1High maps bytes 0x80-0x9F of MySQL's latin1, which is Windows-1252
-// except that the five bytes Windows-1252 leaves undefined (0x81, 0x8D,
-// 0x8F, 0x90, 0x9D) map to the C1 control characters of the same value.
-// Bytes 0xA0-0xFF are ISO 8859-1, that is the code point of the same value.
-var latin1High = [32]rune{
-	0x20AC, 0x0081, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, // 0x80
-	0x02C6, 0x2030, 0x0160, 0x2039, 0x0152, 0x008D, 0x017D, 0x008F, // 0x88
-	0x0090, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, // 0x90
-	0x02DC, 0x2122, 0x0161, 0x203A, 0x0153, 0x009D, 0x017E, 0x0178, // 0x98
-}
-
 // latin1Rune returns the code point of MySQL latin1 byte c.
-func latin1Rune(c byte) rune {
-	if c >= 0x80 && c < 0xA0 {
-		return latin1High[c-0x80]
-	}
-	return rune(c)
-}
+func latin1Rune(c byte) rune { return binlog.Latin1Rune(c) }
 
 // appendLatin1 appends MySQL latin1 (Windows-1252) text converted to UTF-8.
 // Every byte maps to a code point, so nothing is ever replaced.
