@@ -346,9 +346,9 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 		col.Unsigned = strings.Contains(lc, "unsigned")
 		switch col.Type {
 		case mysql.MYSQL_TYPE_ENUM:
-			col.Enum = parseMembers(colType)
+			col.Enum = ParseMembers(colType)
 		case mysql.MYSQL_TYPE_SET:
-			col.Set = parseMembers(colType)
+			col.Set = ParseMembers(colType)
 		}
 		if charset == "" && (col.Type == mysql.MYSQL_TYPE_STRING || col.Type == mysql.MYSQL_TYPE_VARCHAR || col.Type == mysql.MYSQL_TYPE_BLOB) {
 			col.Charset = "binary"
@@ -382,8 +382,9 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 	return t, nil
 }
 
-// parseMembers parses "enum('a','b”c')" into its members.
-func parseMembers(colType string) []string {
+// ParseMembers parses the member list of an information_schema COLUMN_TYPE
+// such as enum('a','b”c') (a quote inside a member is doubled).
+func ParseMembers(colType string) []string {
 	open := strings.IndexByte(colType, '(')
 	end := strings.LastIndexByte(colType, ')')
 	if open < 0 || end <= open {

@@ -11,39 +11,13 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/bench"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
 
-// The long_table of the libslave benchmark (internal/bench).
-const longTableDDL = `CREATE TABLE benchdb.long_table (
-  id int NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  field1 timestamp NOT NULL DEFAULT 0,
-  field2 timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
-  field3 enum('a','b','c') NOT NULL DEFAULT 'a',
-  field4 enum('a','b','c') NOT NULL DEFAULT 'a',
-  field5 varchar(255) NOT NULL,
-  field6 int NOT NULL,
-  field7 int NOT NULL,
-  field8 text NOT NULL,
-  field9 set('a','b','c') NOT NULL DEFAULT 'a',
-  field10 int unsigned NOT NULL DEFAULT 2,
-  field11 double NOT NULL DEFAULT 1.0,
-  field12 double NOT NULL DEFAULT 0.0,
-  field13 int NOT NULL,
-  field14 int NOT NULL,
-  field15 int NOT NULL,
-  field16 text NOT NULL,
-  field17 varchar(255) NOT NULL,
-  field18 varchar(255) NOT NULL,
-  field19 enum('a','b','c') NOT NULL DEFAULT 'a',
-  field20 int NOT NULL DEFAULT 10,
-  field21 double NOT NULL,
-  field22 double NOT NULL DEFAULT 1.0,
-  field23 double NOT NULL DEFAULT 1.0,
-  field24 double NOT NULL DEFAULT 1.0,
-  field25 text NOT NULL DEFAULT ""
-) ENGINE=InnoDB`
+// The long_table of the libslave benchmark.
+var longTableDDL = strings.Replace(bench.LongTableDDL, "CREATE TABLE long_table", "CREATE TABLE benchdb.long_table", 1)
 
 const benchRows = 200000
 

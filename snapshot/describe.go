@@ -218,10 +218,10 @@ func setType(col *binlog.Column, dataType, colType string, prec, scale, dtPrec i
 		text(mysql.MYSQL_TYPE_BLOB)
 	case "enum":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_ENUM, binlog.KindEnum
-		col.Enum = parseMembers(colType)
+		col.Enum = binlog.ParseMembers(colType)
 	case "set":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_SET, binlog.KindSet
-		col.Set = parseMembers(colType)
+		col.Set = binlog.ParseMembers(colType)
 		if len(col.Set) > 64 {
 			return fmt.Errorf("SET with %d members", len(col.Set))
 		}
@@ -348,40 +348,6 @@ func readJSONChecks(c *client.Conn, t *binlog.Table) error {
 		}
 	}
 	return nil
-}
-
-// parseMembers parses the member list of a COLUMN_TYPE such as
-// enum('a','b'), where a quote inside a member is doubled.
-func parseMembers(colType string) []string {
-	open := strings.IndexByte(colType, '(')
-	end := strings.LastIndexByte(colType, ')')
-	if open < 0 || end <= open {
-		return nil
-	}
-	s := colType[open+1 : end]
-	var out []string
-	var cur strings.Builder
-	in := false
-	for i := 0; i < len(s); i++ {
-		ch := s[i]
-		switch {
-		case !in && ch == '\'':
-			in = true
-			cur.Reset()
-		case in && ch == '\'' && i+1 < len(s) && s[i+1] == '\'':
-			cur.WriteByte('\'')
-			i++
-		case in && ch == '\\' && i+1 < len(s):
-			cur.WriteByte(s[i+1])
-			i++
-		case in && ch == '\'':
-			in = false
-			out = append(out, cur.String())
-		case in:
-			cur.WriteByte(ch)
-		}
-	}
-	return out
 }
 
 // tableError turns the server's answer to a SELECT on db.table into an

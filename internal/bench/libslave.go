@@ -55,6 +55,10 @@ type Options struct {
 // Modes measured, in the order printed.
 var Modes = []string{"sluice", "go-mysql", "raw", "debezium"}
 
+// LongTableDDL creates the libslave article's 26-column long_table (in the
+// current database).
+const LongTableDDL = longTableDDL
+
 const longTableDDL = `CREATE TABLE long_table (
   id int NOT NULL AUTO_INCREMENT PRIMARY KEY,
   field1 timestamp NOT NULL DEFAULT 0,
