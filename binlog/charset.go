@@ -25,7 +25,7 @@ func Latin1Rune(c byte) rune {
 // in the column's character set, to UTF-8 (as information_schema and the
 // snapshot give them). Only latin1 needs converting in practice.
 func namesToUTF8(names []string, charset string) []string {
-	if charset != "latin1" {
+	if charset != "latin1" || len(names) == 0 {
 		return names
 	}
 	out := make([]string, len(names))
