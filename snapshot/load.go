@@ -79,7 +79,13 @@ type Config struct {
 	// ChunkRows is the number of rows per SELECT and per delivered chunk
 	// (default 4096).
 	ChunkRows int
-	Logger    *slog.Logger
+	// Method is "consistent" (default): the tables are read at one point
+	// before streaming; or "watermark": Run reads nothing and defers every
+	// table to a Stream, which reads them chunk by chunk while streaming.
+	// Tables of engines without transactions (MyISAM, Aria) are always
+	// deferred: no snapshot can hold them still.
+	Method string
+	Logger *slog.Logger
 	// Save, when set, is called after every delivered chunk with what is
 	// left to read, so that an interrupted snapshot can go on with Resume.
 	Save func(State) error
@@ -122,9 +128,19 @@ type Result struct {
 	Rows     int64
 	Tables   int
 	// Method is how consistency was obtained: "backup-stage" (several
-	// connections started at one point under BACKUP STAGE BLOCK_COMMIT) or
-	// "consistent-snapshot" (one connection).
+	// connections started at one point under BACKUP STAGE BLOCK_COMMIT),
+	// "consistent-snapshot" (one connection) or "watermark" (nothing read
+	// here).
 	Method string
+	// Deferred lists the tables ("db.table") left to a Stream started at
+	// Position (see Config.Method); the snapshot ends when the Stream has
+	// read them.
+	Deferred []Deferred
+}
+
+// Deferred is a table Run left to be read while streaming.
+type Deferred struct {
+	Schema, Table, Where string
 }
 
 func (c *Config) defaults() {
@@ -161,6 +177,9 @@ func (c *Config) dial(ctx context.Context) (*client.Conn, error) {
 // the binlog position to stream from.
 func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result, error) {
 	cfg.defaults()
+	if cfg.Method != "" && cfg.Method != "consistent" && cfg.Method != "watermark" {
+		return Result{}, fmt.Errorf("snapshot: method %q: want consistent or watermark", cfg.Method)
+	}
 	coord, err := cfg.dial(ctx)
 	if err != nil {
 		return Result{}, err
@@ -172,13 +191,32 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 		return Result{}, err
 	}
 	infos := make([]*TableInfo, 0, len(tables))
+	var deferred []Deferred
 	for _, name := range tables {
 		db, tbl, _ := strings.Cut(name, ".")
 		info, err := Inspect(ctx, coord, db, tbl)
 		if err != nil {
 			return Result{}, err
 		}
+		if cfg.Method == "watermark" || !isTransactional(info.Engine) {
+			if len(info.Key) == 0 {
+				return Result{}, fmt.Errorf("snapshot: %s (engine %s) has no primary or unique NOT NULL key: it can only be read while streaming with a key; add one, or convert it to InnoDB", name, info.Engine)
+			}
+			deferred = append(deferred, Deferred{Schema: db, Table: tbl, Where: cfg.Where[name]})
+			continue
+		}
 		infos = append(infos, info)
+	}
+	if cfg.Method == "watermark" {
+		pos, err := currentPosition(coord)
+		if err != nil {
+			return Result{}, err
+		}
+		if pos.GTIDs, err = gtidAt(coord, pos); err != nil {
+			return Result{}, err
+		}
+		pos.Flavor = position.MariaDB
+		return Result{Position: pos, Method: "watermark", Deferred: deferred, Tables: len(deferred)}, nil
 	}
 
 	workers, res, err := startConsistent(ctx, &cfg, coord)
@@ -321,8 +359,9 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}
+	res.Deferred = deferred
 	if pending != nil {
-		pending.txn.SnapshotLast = true
+		pending.txn.SnapshotLast = len(deferred) == 0 // else the Stream marks the last row
 		if err := emit(pending.txn); err != nil {
 			return Result{}, err
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -195,11 +196,22 @@ func (s *Stream) open(ctx context.Context) error {
 	}
 	for attempt := 0; ; attempt++ {
 		w := &window{rng: rg, byKey: map[string]int{}, started: time.Now()}
-		if _, err := c.Execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
-			return fmt.Errorf("snapshot: starting a chunk transaction: %w", err)
-		}
-		if w.low, err = snapshotPosition(c); err != nil {
-			c.Execute("ROLLBACK")
+		transactional := isTransactional(rg.info.Engine)
+		if transactional {
+			if _, err := c.Execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"); err != nil {
+				return fmt.Errorf("snapshot: starting a chunk transaction: %w", err)
+			}
+			if w.low, err = snapshotPosition(c); err != nil {
+				c.Execute("ROLLBACK")
+				return err
+			}
+		} else if w.low, err = currentPosition(c); err != nil {
+			// A table without transactions (MyISAM, Aria): a change is
+			// visible as soon as it is made, before its binlog event is
+			// written; so every change the SELECT can miss has its event
+			// after this low watermark, and every change it may include
+			// but whose event comes after the high watermark is replayed
+			// on top by the stream (row images are whole), harmlessly.
 			return err
 		}
 		query, args := ChunkQuery(t, rg.info.Key, rg.Where, rg.After, rg.UpTo, s.cfg.ChunkRows)
@@ -210,7 +222,9 @@ func (s *Stream) open(ctx context.Context) error {
 			w.rows = append(w.rows, row)
 			return nil
 		})
-		c.Execute("COMMIT")
+		if transactional {
+			c.Execute("COMMIT")
+		}
 		if err != nil {
 			return fmt.Errorf("snapshot: reading a chunk of %s: %w", t.QualifiedName(), err)
 		}
@@ -229,6 +243,11 @@ func (s *Stream) open(ctx context.Context) error {
 			continue
 		}
 		w.high = w.low
+		if !transactional {
+			if w.high, err = currentPosition(c); err != nil {
+				return err
+			}
+		}
 		w.dropped = make([]bool, len(w.rows))
 		w.complete = len(w.rows) < s.cfg.ChunkRows
 		if len(w.rows) > 0 {
@@ -358,4 +377,13 @@ func DecodeKey(raw json.RawMessage) (binlog.Row, error) {
 		}
 	}
 	return row, nil
+}
+
+// isTransactional reports whether an engine gives consistent snapshots.
+func isTransactional(engine string) bool {
+	switch strings.ToLower(engine) {
+	case "myisam", "aria", "memory", "csv", "archive", "merge", "mrg_myisam":
+		return false
+	}
+	return true
 }

@@ -180,3 +180,77 @@ func TestStreamSnapshotUnderWrites(t *testing.T) {
 	t.Logf("snapshot rows %d, changes %d, writes %d", snapRows, changes, writes)
 	compareStates(t, tb.state, serverState(t, db, "t"))
 }
+
+// A table without transactions (Aria) cannot be held still by a snapshot:
+// Run leaves it to the Stream, which reads it between watermarks while
+// streaming; the result is still exact. The same for method watermark on
+// an InnoDB table.
+func TestDeferredTablesUnderWrites(t *testing.T) {
+	for _, tc := range []struct{ engine, method string }{{"Aria", "consistent"}, {"MyISAM", "consistent"}, {"InnoDB", "watermark"}} {
+		t.Run(tc.engine+"/"+tc.method, func(t *testing.T) {
+			db := testenv.StartT(t, testenv.MariaDBOptions{})
+			ctx := context.Background()
+			const rows = 20000
+			if err := db.Exec(ctx, "CREATE DATABASE app", "USE app",
+				"CREATE TABLE app.t (id INT PRIMARY KEY, k INT NOT NULL, v VARCHAR(40), d DECIMAL(10,2), ts TIMESTAMP(3) NULL) ENGINE="+tc.engine,
+				fmt.Sprintf("INSERT INTO app.t SELECT seq, seq %% 97, CONCAT('v', seq), seq / 7, NULL FROM seq_1_to_%d", rows)); err != nil {
+				t.Fatal(err)
+			}
+			stop := startWriters(db, rows)
+			cfg, _ := binlog.ParseSourceURL(db.URL())
+			cfg.Tables, _ = binlog.ParseFilter("app.*")
+			res, err := snapshot.Run(ctx, snapshot.Config{Source: cfg, Tables: cfg.Tables, Method: tc.method, ChunkRows: 700},
+				func(*binlog.Txn) error { return errors.New("nothing should be read at one point") })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Deferred) != 1 || res.Deferred[0].Table != "t" {
+				t.Fatalf("deferred %+v", res.Deferred)
+			}
+			cfg.Start = res.Position
+			r, err := binlog.NewReader(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			s := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: 700})
+			defer s.Close()
+			if err := s.AddTable(ctx, "app", "t", ""); err != nil {
+				t.Fatal(err)
+			}
+			tb := &table{state: map[string]string{}}
+			snapDone := false
+			var writes int64
+			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
+				nctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				txn, err := s.Next(nctx)
+				cancel()
+				if errors.Is(err, context.DeadlineExceeded) && snapDone {
+					break
+				}
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatal(err)
+				}
+				if txn == nil {
+					continue
+				}
+				for i := range txn.Changes {
+					if txn.Changes[i].Table != nil {
+						tb.apply(&txn.Changes[i])
+					}
+				}
+				if txn.SnapshotLast {
+					snapDone = true
+					time.Sleep(200 * time.Millisecond)
+					writes = stop()
+				}
+			}
+			if !snapDone {
+				stop()
+				t.Fatal("the snapshot did not finish")
+			}
+			t.Logf("%d writes", writes)
+			compareStates(t, tb.state, serverState(t, db, "t"))
+		})
+	}
+}

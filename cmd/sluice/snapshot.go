@@ -17,7 +17,10 @@ import (
 )
 
 type snapshotOpts struct {
-	mode      string
+	mode   string
+	method string
+	// deferred are the tables the snapshot left to be read while streaming.
+	deferred  []snapshot.Deferred
 	parallel  int
 	chunkRows int
 	where     []string
@@ -26,6 +29,7 @@ type snapshotOpts struct {
 func (o *snapshotOpts) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.mode, "snapshot", "initial", "consistent initial load: initial (when there is no saved or given position), never, when_needed (also when the saved position was purged), always, only (snapshot and exit)")
+	f.StringVar(&o.method, "snapshot-method", "consistent", "consistent: read the tables at one point, then stream; watermark: read them chunk by chunk while streaming (no long transaction; tables of engines without transactions, such as MyISAM and Aria, are always read this way)")
 	f.IntVar(&o.parallel, "snapshot-parallel", 2, "connections reading the snapshot at once (more than one needs the RELOAD privilege)")
 	f.IntVar(&o.chunkRows, "snapshot-chunk", 4096, "rows per SELECT and per delivered chunk")
 	f.StringArrayVar(&o.where, "where", nil, "snapshot only the rows of a table matching a condition: 'db.table=SQL condition' (repeatable)")
@@ -67,6 +71,7 @@ func (o *snapshotOpts) run(ctx context.Context, cfg *binlog.Config, saved bool, 
 		Tables:        cfg.Tables,
 		Where:         where,
 		Parallel:      o.parallel,
+		Method:        o.method,
 		ChunkRows:     o.chunkRows,
 		Logger:        slog.Default(),
 		Progress:      progress.report,
@@ -91,7 +96,8 @@ func (o *snapshotOpts) run(ctx context.Context, cfg *binlog.Config, saved bool, 
 			return false, err
 		}
 	}
-	if mode == snapshot.ModeOnly {
+	o.deferred = res.Deferred
+	if mode == snapshot.ModeOnly && len(res.Deferred) == 0 {
 		return true, nil
 	}
 	cfg.Start = res.Position

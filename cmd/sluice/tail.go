@@ -202,7 +202,13 @@ func tailCmd() *cobra.Command {
 					return err
 				}
 			}
-			err = tailLoop(cmd.Context(), s, signalDB, signalTable, pr, store, &cp)
+			for _, d := range snap.deferred {
+				if err := s.AddTable(cmd.Context(), d.Schema, d.Table, d.Where); err != nil {
+					return err
+				}
+			}
+			only := snap.mode == string(snapshot.ModeOnly)
+			err = tailLoop(cmd.Context(), s, signalDB, signalTable, only, pr, store, &cp)
 			if cfg.Stop.File != "" || out.format == "none" || err == nil {
 				fmt.Fprintln(os.Stderr, pr.summary())
 			}
@@ -242,8 +248,13 @@ func parseFrom(from string, cfg *binlog.Config) error {
 	return nil
 }
 
-func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTable string, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) error {
+// tailLoop prints the stream until ctx ends or the stop position; with
+// untilSnapshotDone, until the stream has read every table queued on it.
+func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTable string, untilSnapshotDone bool, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) error {
 	for {
+		if untilSnapshotDone && len(stream.Remaining()) == 0 {
+			return nil
+		}
 		txn, err := stream.Next(ctx)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
