@@ -148,7 +148,7 @@ func (c *Config) defaults() {
 		c.Parallel = 2
 	}
 	if c.ChunkRows <= 0 {
-		c.ChunkRows = 4096
+		c.ChunkRows = 16384
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -386,8 +386,9 @@ func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableI
 			limit = 0 // no usable key: the table in one stream
 		}
 		query, args := ChunkQuery(t, info.Key, where, after, hi, limit)
-		txn := &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now()}
-		var arena rowArena
+		txn := &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now(),
+			Changes: make([]binlog.Change, 0, cfg.ChunkRows)}
+		arena := rowArena{perRow: len(t.Columns), rows: cfg.ChunkRows}
 		n := 0
 		err := Scan(ctx, conn, t, query, args, func(row binlog.Row) error {
 			txn.Changes = append(txn.Changes, binlog.Change{Op: binlog.OpRead, Table: t, After: arena.clone(row), File: pos.File, Pos: pos.Offset, Row: n})
@@ -396,8 +397,9 @@ func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableI
 				if err := emit(txn, nil); err != nil {
 					return err
 				}
-				txn = &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now()}
-				arena = rowArena{}
+				txn = &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now(),
+					Changes: make([]binlog.Change, 0, cfg.ChunkRows)}
+				arena = rowArena{perRow: len(t.Columns), rows: cfg.ChunkRows}
 			}
 			return nil
 		})
@@ -422,15 +424,22 @@ func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableI
 	}
 }
 
-// rowArena copies rows out of Scan's reused buffers into chunk memory.
+// rowArena copies rows out of Scan's reused buffers into chunk memory:
+// one allocation for a chunk's values when perRow and rows size it.
 type rowArena struct {
-	vals []binlog.Value
-	buf  []byte
+	vals   []binlog.Value
+	buf    []byte
+	perRow int // columns per row
+	rows   int // rows expected in the chunk
 }
 
 func (a *rowArena) clone(row binlog.Row) binlog.Row {
 	if cap(a.vals)-len(a.vals) < len(row) {
-		a.vals = make([]binlog.Value, 0, max(len(row)*256, 1024))
+		n := max(len(row)*256, 1024)
+		if a.vals == nil && a.perRow > 0 && a.rows > 0 {
+			n = a.perRow * a.rows // the first slab holds the whole chunk
+		}
+		a.vals = make([]binlog.Value, 0, max(n, len(row)))
 	}
 	s := len(a.vals)
 	for _, v := range row {
