@@ -64,11 +64,8 @@ func TestTransactionsAndPositions(t *testing.T) {
 		c.Tables, _ = binlog.ParseFilter("app.t")
 	})
 	// Start the reader before writing so "current" is before the writes.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_, err := r.Next(ctx) // nothing yet: times out, but connects
-	cancel()
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("idle Next: %v", err)
+	if err := r.Ready(timeout(t)); err != nil { // connected, "current" fixed before the writes
+		t.Fatal(err)
 	}
 	exec(t, db,
 		"BEGIN", "INSERT INTO app.t VALUES (1,'a'),(2,'b')", "INSERT INTO app.skip VALUES (1)", "UPDATE app.t SET v='B' WHERE id=2", "COMMIT",
@@ -142,9 +139,9 @@ func TestLargeTransactionChunks(t *testing.T) {
 	db := testenv.StartT(t, testenv.MariaDBOptions{})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.big (id INT PRIMARY KEY, pad VARCHAR(200))")
 	r := newReader(t, db, func(c *binlog.Config) { c.ChunkBytes = 64 << 10 })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	r.Next(ctx)
-	cancel()
+	if err := r.Ready(timeout(t)); err != nil {
+		t.Fatal(err)
+	}
 	exec(t, db, "USE app", "INSERT INTO app.big SELECT seq, REPEAT('x', 150) FROM seq_1_to_20000", "INSERT INTO app.big VALUES (0, 'after')")
 	var rows, chunks int
 	for {
@@ -252,9 +249,9 @@ func TestRestartExactlyOnce(t *testing.T) {
 	db := testenv.StartT(t, testenv.MariaDBOptions{})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY AUTO_INCREMENT, writer INT, n INT, pad VARCHAR(100), k INT, UNIQUE KEY (writer, n, k))")
 	r := newReader(t, db, func(c *binlog.Config) { c.ChunkBytes = 8 << 10 })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	r.Next(ctx)
-	cancel()
+	if err := r.Ready(timeout(t)); err != nil {
+		t.Fatal(err)
+	}
 
 	const perWriter = 300
 	var committed atomic.Int64
@@ -344,9 +341,19 @@ func TestCancelIsPrompt(t *testing.T) {
 func TestServerIDClash(t *testing.T) {
 	db := testenv.StartT(t, testenv.MariaDBOptions{})
 	first := newReader(t, db, func(c *binlog.Config) { c.ServerID = 4242 })
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	first.Next(ctx) // connected and registered
-	cancel()
+	if err := first.Ready(timeout(t)); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ { // wait until it is registered as a replica
+		rs, err := db.Query(context.Background(), "SHOW SLAVE HOSTS")
+		if err == nil && rs.RowNumber() > 0 {
+			break
+		}
+		if i == 300 {
+			t.Fatal("the first reader never registered as a replica")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	second := newReader(t, db, func(c *binlog.Config) { c.ServerID = 4242 })
 	_, err := second.Next(timeout(t))
 	if !errors.Is(err, binlog.ErrServerConfig) || !strings.Contains(err.Error(), "server_id 4242 is already used") {
@@ -396,9 +403,9 @@ func TestSchemaMismatchStops(t *testing.T) {
 	// statements decode correctly: the definition is re-read after DDL.
 	exec(t, db, "CREATE TABLE app.u (id INT PRIMARY KEY, a INT)")
 	r2 := newReader(t, db, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	r2.Next(ctx)
-	cancel()
+	if err := r2.Ready(timeout(t)); err != nil {
+		t.Fatal(err)
+	}
 	exec(t, db, "INSERT INTO app.u VALUES (1, 10)")
 	if ch := next(t, r2).Changes[0]; ch.Table.Columns[1].Name != "a" || ch.After[1].Int() != 10 {
 		t.Fatalf("before DDL: %+v", ch)

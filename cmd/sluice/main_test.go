@@ -380,7 +380,8 @@ func TestSignalIncrementalSnapshot(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.jsonl")
 	f, _ := os.Create(out)
 	defer f.Close()
-	cmd := exec.Command(bin, "tail", "--source", db.URL(), "--tables", "app.t", "--from", "current", "--signal-table", "app.sluice_signal", "--snapshot-chunk", "500")
+	from := masterPos(t, db) // an explicit start: the signal cannot slip in before tail connects
+	cmd := exec.Command(bin, "tail", "--source", db.URL(), "--tables", "app.t", "--from", from, "--signal-table", "app.sluice_signal", "--snapshot-chunk", "500")
 	cmd.Stdout = f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
