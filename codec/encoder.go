@@ -69,6 +69,12 @@ type Encoder struct {
 	now func() time.Time
 	// prefix is `"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
 	prefix []byte
+	// cache holds the last source block up to "row" and what it depends on.
+	cache struct {
+		key   sourceKey
+		valid bool
+		bytes []byte
+	}
 }
 
 // NewEncoder returns an Encoder for the given source.
@@ -197,6 +203,36 @@ func (e *Encoder) appendSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, s
 			serverID = txn.ServerID
 		}
 	}
+	// Rows of one event (or one snapshot chunk) share everything in source
+	// but "row": keep the bytes up to it and reuse them.
+	key := sourceKey{commitMs: commitMs, gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
+	if e.cache.valid && e.cache.key == key {
+		dst = append(dst, e.cache.bytes...)
+		dst = strconv.AppendInt(dst, int64(ch.Row), 10)
+		return append(dst, '}')
+	}
+	start := len(dst)
+	dst = e.appendSourceHead(dst, ch, commitMs, gtid, serverID, snap)
+	e.cache.key, e.cache.valid = key, true
+	e.cache.bytes = append(e.cache.bytes[:0], dst[start:]...)
+	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
+	return append(dst, '}')
+}
+
+// sourceKey is what the source block depends on besides "row".
+type sourceKey struct {
+	commitMs int64
+	gtid     string
+	serverID uint32
+	table    *binlog.Table
+	schema   string
+	file     string
+	pos      uint32
+	snap     Snapshot
+}
+
+// appendSourceHead writes the source block up to and including `"row":`.
+func (e *Encoder) appendSourceHead(dst []byte, ch *binlog.Change, commitMs int64, gtid string, serverID uint32, snap Snapshot) []byte {
 	dst = append(dst, e.prefix...)
 	dst = strconv.AppendInt(dst, commitMs, 10)
 	dst = append(dst, `,"snapshot":`...)
@@ -225,9 +261,7 @@ func (e *Encoder) appendSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, s
 	dst = appendQuoted(dst, ch.File)
 	dst = append(dst, `,"pos":`...)
 	dst = strconv.AppendUint(dst, uint64(ch.Pos), 10)
-	dst = append(dst, `,"row":`...)
-	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
-	return append(dst, '}')
+	return append(dst, `,"row":`...)
 }
 
 // AppendRow appends one row image as a JSON object: the columns of t in
