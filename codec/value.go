@@ -255,3 +255,13 @@ func appendTime(dst []byte, micros int64, frac int) []byte {
 	dst = appendFrac(dst, uint32(u%1000000), frac)
 	return append(dst, '"')
 }
+
+// AppendDate appends d as "YYYY-MM-DD", zero fields and all (as MySQL
+// writes a DATE literal).
+func AppendDate(dst []byte, d binlog.Date) []byte { return appendDate(dst, d) }
+
+// AppendClock appends "HH:MM:SS.ffffff" (hours take more digits if needed):
+// the time part of a MySQL DATETIME or TIME literal with microseconds.
+func AppendClock(dst []byte, h, m, s uint64, micro uint32) []byte {
+	return appendFrac(appendClock(dst, h, m, s), micro, 6)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/codec"
 )
 
 // ChunkQuery returns a query for Scan that reads the rows of t that match
@@ -243,7 +244,7 @@ func keyArg(v binlog.Value) any {
 	case binlog.KindDecimal:
 		return string(v.Bytes())
 	case binlog.KindDate:
-		return string(appendDate(nil, v.Date()))
+		return string(codec.AppendDate(nil, v.Date()))
 	case binlog.KindDateTime:
 		return string(appendDateTime(nil, v.DateTime()))
 	case binlog.KindTimestamp:
@@ -518,46 +519,10 @@ func keyAfter(ctx context.Context, c *client.Conn, t *binlog.Table, key []int, w
 
 // Text forms of temporal key values, as the server writes them.
 
-func appendPad(dst []byte, n uint64, width int) []byte {
-	var buf [20]byte
-	i := len(buf)
-	for {
-		i--
-		buf[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			break
-		}
-	}
-	for len(buf)-i < width {
-		i--
-		buf[i] = '0'
-	}
-	return append(dst, buf[i:]...)
-}
-
-func appendDate(dst []byte, d binlog.Date) []byte {
-	dst = appendPad(dst, uint64(d.Year), 4)
-	dst = append(dst, '-')
-	dst = appendPad(dst, uint64(d.Month), 2)
-	dst = append(dst, '-')
-	return appendPad(dst, uint64(d.Day), 2)
-}
-
-func appendClock(dst []byte, h, m, s uint64, micro uint32) []byte {
-	dst = appendPad(dst, h, 2)
-	dst = append(dst, ':')
-	dst = appendPad(dst, m, 2)
-	dst = append(dst, ':')
-	dst = appendPad(dst, s, 2)
-	dst = append(dst, '.')
-	return appendPad(dst, uint64(micro), 6)
-}
-
 func appendDateTime(dst []byte, dt binlog.DateTime) []byte {
-	dst = appendDate(dst, dt.Date)
+	dst = codec.AppendDate(dst, dt.Date)
 	dst = append(dst, ' ')
-	return appendClock(dst, uint64(dt.Hour), uint64(dt.Minute), uint64(dt.Second), dt.Micro)
+	return codec.AppendClock(dst, uint64(dt.Hour), uint64(dt.Minute), uint64(dt.Second), dt.Micro)
 }
 
 func appendTime(dst []byte, us int64) []byte {
@@ -567,7 +532,7 @@ func appendTime(dst []byte, us int64) []byte {
 		u = -u
 	}
 	s := u / 1000000
-	return appendClock(dst, s/3600, s/60%60, s%60, uint32(u%1000000))
+	return codec.AppendClock(dst, s/3600, s/60%60, s%60, uint32(u%1000000))
 }
 
 // utcDateTime converts Unix seconds to the UTC calendar; the zero
