@@ -1142,7 +1142,7 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 	if r.payloadPos != 0 {
 		evPos = r.payloadPos
 	}
-	where := fmt.Sprintf("%s:%d", r.file, evPos)
+	where := eventPos{r.file, evPos} // formatted only into an error
 	if !r.asm.open {
 		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
 		r.asm.hasBegin = true
@@ -1383,3 +1383,12 @@ func PositionPurged(ctx context.Context, cfg Config, p position.Position) (purge
 	}
 	return p.File != "", first + ":4", nil
 }
+
+// eventPos locates a binlog event in error messages; it is formatted only
+// when an error needs it, not for every event.
+type eventPos struct {
+	file string
+	pos  uint32
+}
+
+func (p eventPos) String() string { return p.file + ":" + strconv.FormatUint(uint64(p.pos), 10) }

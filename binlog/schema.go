@@ -66,7 +66,7 @@ func (c *schemaCache) invalidate(db, table string) {
 
 // table returns the Table of a TABLE_MAP event. where names the event's
 // position for error messages.
-func (c *schemaCache) table(ctx context.Context, tm *replication.TableMapEvent, where string) (*Table, error) {
+func (c *schemaCache) table(ctx context.Context, tm *replication.TableMapEvent, where eventPos) (*Table, error) {
 	var fpBuf [256]byte
 	fp := fingerprint(fpBuf[:0], tm)
 	if t, ok := c.byID[tm.TableID]; ok && bytes.Equal(c.layout[tm.TableID], fp) {
@@ -81,7 +81,7 @@ func (c *schemaCache) table(ctx context.Context, tm *replication.TableMapEvent, 
 	return t, nil
 }
 
-func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, where string) (*Table, error) {
+func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, where eventPos) (*Table, error) {
 	t := &Table{Schema: string(tm.Schema), Name: string(tm.Table), ID: tm.TableID}
 	n := int(tm.ColumnCount)
 	t.Columns = make([]Column, n)
