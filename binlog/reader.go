@@ -401,14 +401,18 @@ func (r *Reader) start() {
 
 func (r *Reader) log() *slog.Logger { return r.cfg.Logger }
 
-func (r *Reader) dial(ctx context.Context) (*client.Conn, error) {
+func (r *Reader) dial(ctx context.Context) (*client.Conn, error) { return Dial(ctx, r.cfg) }
+
+// Dial opens a plain SQL connection to cfg's server (address, user,
+// password, TLS), for queries beside the replication stream.
+func Dial(ctx context.Context, cfg Config) (*client.Conn, error) {
 	var opts []client.Option
-	if r.cfg.TLS != nil {
-		opts = append(opts, func(c *client.Conn) error { c.SetTLSConfig(r.cfg.TLS); return nil })
+	if cfg.TLS != nil {
+		opts = append(opts, func(c *client.Conn) error { c.SetTLSConfig(cfg.TLS); return nil })
 	}
-	c, err := client.ConnectWithContext(ctx, r.cfg.Addr, r.cfg.User, r.cfg.Password, "", 10*time.Second, opts...)
+	c, err := client.ConnectWithContext(ctx, cfg.Addr, cfg.User, cfg.Password, "", 10*time.Second, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("binlog: connecting to %s as %s: %w", r.cfg.Addr, r.cfg.User, brief(err))
+		return nil, fmt.Errorf("binlog: connecting to %s as %s: %w", cfg.Addr, cfg.User, brief(err))
 	}
 	return c, nil
 }
@@ -510,7 +514,7 @@ func (r *Reader) prepare() error {
 		// Learn the GTID state at a file position so that later positions
 		// carry it; the first connection still asks for the file position
 		// itself, which is what the user named.
-		if g, err := gtidAt(c, start); err == nil {
+		if g, err := GTIDAt(c, start); err == nil {
 			start.GTIDs = g
 		}
 		r.startByFile = true
@@ -650,7 +654,7 @@ func startPosition(c *client.Conn, flavor position.Flavor, at string) (position.
 			return p, nil
 		}
 	}
-	g, err := gtidAt(c, p)
+	g, err := GTIDAt(c, p)
 	if err != nil {
 		return p, err
 	}
@@ -658,8 +662,8 @@ func startPosition(c *client.Conn, flavor position.Flavor, at string) (position.
 	return p, nil
 }
 
-// gtidAt asks MariaDB for the GTID state at a file position.
-func gtidAt(c *client.Conn, p position.Position) (string, error) {
+// GTIDAt asks MariaDB for its GTID state at a file position.
+func GTIDAt(c *client.Conn, p position.Position) (string, error) {
 	rs, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Offset)
 	if err != nil {
 		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s): %w", p, err)

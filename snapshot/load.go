@@ -158,18 +158,7 @@ func (c *Config) defaults() {
 	}
 }
 
-func (c *Config) dial(ctx context.Context) (*client.Conn, error) {
-	var opts []client.Option
-	if c.Source.TLS != nil {
-		tlsCfg := c.Source.TLS
-		opts = append(opts, func(conn *client.Conn) error { conn.SetTLSConfig(tlsCfg); return nil })
-	}
-	conn, err := client.ConnectWithContext(ctx, c.Source.Addr, c.Source.User, c.Source.Password, "", 10*time.Second, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot: connecting to %s: %w", c.Source.Addr, err)
-	}
-	return conn, nil
-}
+func (c *Config) dial(ctx context.Context) (*client.Conn, error) { return binlog.Dial(ctx, c.Source) }
 
 // Run reads every selected table at one consistent point, without a
 // global read lock, and calls emit with chunks of rows (Op binlog.OpRead),
@@ -212,7 +201,7 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 		if err != nil {
 			return Result{}, err
 		}
-		if pos.GTIDs, err = gtidAt(coord, pos); err != nil {
+		if pos.GTIDs, err = binlog.GTIDAt(coord, pos); err != nil {
 			return Result{}, err
 		}
 		pos.Flavor = position.MariaDB
@@ -514,7 +503,7 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn) ([]*c
 		return fail(err)
 	}
 	unlock()
-	if res.Position.GTIDs, err = gtidAt(coord, res.Position); err != nil {
+	if res.Position.GTIDs, err = binlog.GTIDAt(coord, res.Position); err != nil {
 		return fail(err)
 	}
 	res.Position.Flavor = position.MariaDB
@@ -559,15 +548,6 @@ func currentPosition(c *client.Conn) (position.Position, error) {
 	}
 	off, _ := rs.GetUint(0, 1)
 	return position.Position{File: cell(rs, 0, 0), Offset: uint32(off)}, nil
-}
-
-func gtidAt(c *client.Conn, p position.Position) (string, error) {
-	rs, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Offset)
-	if err != nil {
-		return "", fmt.Errorf("snapshot: BINLOG_GTID_POS: %w", err)
-	}
-	defer rs.Close()
-	return cell(rs, 0, 0), nil
 }
 
 // listTables returns the selected base tables as "db.table".

@@ -39,7 +39,7 @@ func readCmd() *cobra.Command {
 					return fmt.Errorf("--schema-from: %w", err)
 				}
 				is := binlog.NewInfoSchema(func(ctx context.Context) (*client.Conn, error) {
-					return client.ConnectWithContext(ctx, src.Addr, src.User, src.Password, "", 0)
+					return binlog.Dial(ctx, src)
 				})
 				defer is.Close()
 				fc.Schema = is
