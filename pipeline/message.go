@@ -1,0 +1,190 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+// Message is one change as a sink receives it.
+//
+// Value is the change as one line of JSON (Debezium's layout, see
+// docs/FORMAT.md) without the final newline; it ends with the "sluice"
+// block that carries Seq, Epoch and, on the last message of a source
+// transaction, End. Sinks that have headers (Kafka, NATS) or fields (Redis
+// streams) repeat those there so that recovery need not parse the value.
+type Message struct {
+	// Seq is the pipeline-wide sequence number: it grows by one for each
+	// message and keeps growing across restarts and failovers.
+	Seq uint64
+	// Source names the source the change came from.
+	Source string
+	// DB and Table name the changed table (DB alone for some DDL).
+	DB, Table string
+	Op        binlog.Op
+	// Key is the row's primary key as a JSON object ({"id":1}); null for DDL.
+	Key []byte
+	// Value is the encoded change (no trailing newline).
+	Value []byte
+	// End is set on the last message of a source transaction (or of a
+	// snapshot chunk): the source position just after it, from which the
+	// pipeline resumes when this message is the last one a sink holds.
+	End *position.Position
+	// Snapshot marks a row read by a snapshot.
+	Snapshot bool
+	// Change is the decoded change, for sinks that keep rows (Redis
+	// materialize). It is valid until the Write call for the batch returns.
+	Change *binlog.Change
+}
+
+// Batch is the unit a sink writes: messages of one or more source
+// transactions, in order. A batch may end in the middle of a large
+// transaction (which arrives in chunks); Seqs are consecutive.
+type Batch struct {
+	// Epoch is the fencing token of the pipeline's current leadership: a
+	// sink refuses to write for a lower epoch than one it has seen.
+	Epoch    uint64
+	Messages []Message
+}
+
+// FirstSeq and LastSeq return the batch's sequence range (0 when empty).
+func (b *Batch) FirstSeq() uint64 {
+	if len(b.Messages) == 0 {
+		return 0
+	}
+	return b.Messages[0].Seq
+}
+
+// LastSeq returns the sequence number of the batch's last message.
+func (b *Batch) LastSeq() uint64 {
+	if len(b.Messages) == 0 {
+		return 0
+	}
+	return b.Messages[len(b.Messages)-1].Seq
+}
+
+// ErrFenced is returned by a sink that refused a write because a newer
+// epoch (another leader) has written to it. The pipeline stops at once.
+var ErrFenced = errors.New("fenced: a newer leader (higher epoch) has written to this sink")
+
+// Sink is a destination of the pipeline.
+//
+// The pipeline calls Recover once, before any Write, then Write for each
+// batch in order from one goroutine. Write returns only when the batch is
+// durable in the sink (or an error); the offset it returns is saved in the
+// checkpoint and handed back to Recover after a restart. A sink that
+// returns an error other than ErrFenced is retried with the same batch,
+// after Recover has been called again; it must therefore tolerate a batch
+// that was partly written before the error (recovery reports what it holds
+// and the pipeline skips what is already there).
+type Sink interface {
+	// Name is the sink's name in the config, checkpoints and metrics.
+	Name() string
+	// Recover prepares the sink for writing under epoch and reports what
+	// it durably holds after offset (the offset of the last checkpoint, ""
+	// when there is none).
+	Recover(ctx context.Context, epoch uint64, offset string) (Recovery, error)
+	// Write makes b durable and returns the sink's offset after it.
+	Write(ctx context.Context, b *Batch) (offset string, err error)
+	// Close releases the sink's connections.
+	Close() error
+}
+
+// Recovery is what a sink holds beyond a checkpoint's offset.
+type Recovery struct {
+	// MaxSeq is the highest sequence number found after the offset; 0
+	// when the sink holds nothing after it.
+	MaxSeq uint64
+	// Ends holds, per source, the last transaction end found after the
+	// offset (a message with End set) and that message's sequence number.
+	Ends map[string]End
+	// Offset is the sink's offset at the end of what it holds.
+	Offset string
+}
+
+// End is a source position with the sequence number of the message that
+// carried it.
+type End struct {
+	Pos position.Position
+	Seq uint64
+}
+
+// Observe adds one message found by a sink's recovery scan.
+func (r *Recovery) Observe(seq uint64, source string, end *position.Position) {
+	if seq > r.MaxSeq {
+		r.MaxSeq = seq
+	}
+	if end == nil {
+		return
+	}
+	if r.Ends == nil {
+		r.Ends = map[string]End{}
+	}
+	if e, ok := r.Ends[source]; !ok || seq > e.Seq {
+		r.Ends[source] = End{Pos: *end, Seq: seq}
+	}
+}
+
+// Meta is the "sluice" block of a message, as sinks store it in headers or
+// fields: what recovery needs to know about a message.
+type Meta struct {
+	Seq    uint64             `json:"seq"`
+	Epoch  uint64             `json:"epoch"`
+	Source string             `json:"source,omitempty"`
+	End    *position.Position `json:"end,omitempty"`
+}
+
+// Header names used by sinks with headers (Kafka, NATS) and field names of
+// Redis stream entries.
+const (
+	HeaderSeq    = "sluice-seq"
+	HeaderEpoch  = "sluice-epoch"
+	HeaderSource = "sluice-source"
+	HeaderEnd    = "sluice-end" // JSON of position.Position, on transaction ends
+)
+
+// AppendEnd appends the JSON of an end position (for HeaderEnd).
+func AppendEnd(dst []byte, p *position.Position) []byte {
+	dst = append(dst, `{"file":`...)
+	dst = strconv.AppendQuote(dst, p.File)
+	dst = append(dst, `,"pos":`...)
+	dst = strconv.AppendUint(dst, uint64(p.Offset), 10)
+	if p.GTIDs != "" {
+		dst = append(dst, `,"gtids":`...)
+		dst = strconv.AppendQuote(dst, p.GTIDs)
+	}
+	if p.Flavor != "" {
+		dst = append(dst, `,"flavor":`...)
+		dst = strconv.AppendQuote(dst, string(p.Flavor))
+	}
+	return append(dst, '}')
+}
+
+// ParseEnd parses the value of HeaderEnd.
+func ParseEnd(b []byte) (*position.Position, error) {
+	var p position.Position
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("pipeline: bad %s value %q: %w", HeaderEnd, b, err)
+	}
+	return &p, nil
+}
+
+// ParseMeta reads the "sluice" block of an encoded message (a line of the
+// file sink, or a Value). It is used by recovery scans and by consumers.
+func ParseMeta(line []byte) (Meta, error) {
+	var v struct {
+		Sluice *Meta `json:"sluice"`
+	}
+	if err := json.Unmarshal(line, &v); err != nil {
+		return Meta{}, fmt.Errorf("pipeline: message is not JSON: %w", err)
+	}
+	if v.Sluice == nil {
+		return Meta{}, errors.New(`pipeline: message has no "sluice" block (not written by sluice run?)`)
+	}
+	return *v.Sluice, nil
+}
