@@ -1,0 +1,427 @@
+//go:build unix
+
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Throwaway Redis servers.
+//
+// A Redis gets its own directory (redis.conf, the append-only files under
+// appendonlydir/, redis.log), its own TCP port on 127.0.0.1, no password,
+// and runs with appendonly yes and appendfsync always: a write the server
+// has acknowledged is on disk, so Kill (a crash) loses nothing that a
+// client was told about. RDB snapshots are off (save ""), so nothing is
+// written outside the directory.
+//
+//	r := testenv.StartRedis(t)
+//	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+//	r.Stop()            // an outage: clients get connection errors
+//	r.Start(ctx)        // same port, same data
+//
+// Like MariaDB servers, the process runs in its own process group and is
+// SIGKILLed by the kernel if the test binary dies.
+
+var (
+	ensureRedisOnce sync.Once
+	ensureRedisErr  error
+)
+
+// redisServerCandidates lists where Debian and others put redis-server;
+// /usr/bin is on PATH, but be explicit for odd environments.
+var redisServerCandidates = []string{"redis-server", "/usr/bin/redis-server", "/usr/sbin/redis-server", "/usr/local/bin/redis-server"}
+
+func redisInstalled() bool {
+	_, ok := findBinary(redisServerCandidates)
+	return ok
+}
+
+// EnsureRedis makes sure redis-server is available, installing the Debian
+// package redis-server with apt when it is missing (apt-get update first).
+// Like EnsureMariaDB it runs once per process, serialises installs across
+// processes with a file lock, and keeps the package's system service from
+// starting (a temporary /usr/sbin/policy-rc.d).
+func EnsureRedis() error {
+	ensureRedisOnce.Do(func() {
+		ensureRedisErr = aptInstall(redisInstalled, "redis-server", "redis-server")
+	})
+	return ensureRedisErr
+}
+
+// aptInstall installs the Debian packages pkgs unless installed() already
+// holds, under the same cross-process lock and policy-rc.d guard as
+// EnsureMariaDB. what names the missing program in errors.
+func aptInstall(installed func() bool, what string, pkgs ...string) error {
+	if installed() {
+		return nil
+	}
+	lockPath := filepath.Join(os.TempDir(), "sluice-testenv-apt.lock")
+	lf, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return fmt.Errorf("testenv: open apt lock %s: %w", lockPath, err)
+	}
+	defer lf.Close()
+	for {
+		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("testenv: lock %s: %w", lockPath, err)
+	}
+	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	if installed() { // installed by another process while we waited
+		return nil
+	}
+
+	list := strings.Join(pkgs, " ")
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("testenv: %s not found and not running as root; install it with: apt-get install -y %s (or run `make deps` as root)", what, list)
+	}
+	aptGet, err := exec.LookPath("apt-get")
+	if err != nil {
+		return fmt.Errorf("testenv: %s not found and apt-get is not available; install %s manually", what, list)
+	}
+	const policyRCD = "/usr/sbin/policy-rc.d"
+	if _, err := os.Stat(policyRCD); errors.Is(err, os.ErrNotExist) {
+		if werr := os.WriteFile(policyRCD, []byte("#!/bin/sh\n# temporary, written by sluice internal/testenv\nexit 101\n"), 0o755); werr == nil {
+			defer os.Remove(policyRCD)
+		}
+	}
+	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "NEEDRESTART_MODE=a")
+	run := func(args ...string) error {
+		cmd := exec.Command(aptGet, args...)
+		cmd.Env = env
+		var out bytes.Buffer
+		cmd.Stdout = &out
+		cmd.Stderr = &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("testenv: apt-get %s failed: %w\n%s", strings.Join(args, " "), err, tail(out.String(), 40))
+		}
+		return nil
+	}
+	if err := run("update"); err != nil {
+		return err
+	}
+	args := append([]string{"install", "-y", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"}, pkgs...)
+	if err := run(args...); err != nil {
+		return err
+	}
+	if !installed() {
+		return fmt.Errorf("testenv: apt-get install %s succeeded but %s is still not found", list, what)
+	}
+	return nil
+}
+
+// Redis is a running (or stopped) throwaway redis-server. Its methods are
+// safe for concurrent use.
+type Redis struct {
+	Host string // always "127.0.0.1"
+	Port int
+	Dir  string // holds redis.conf, appendonlydir/, redis.log
+
+	server  string
+	ownsDir bool // Close removes Dir
+
+	mu     sync.Mutex // serialises Start/Stop/Kill/Close
+	proc   *process
+	closed bool
+}
+
+// Addr returns "127.0.0.1:PORT".
+func (r *Redis) Addr() string { return net.JoinHostPort(r.Host, strconv.Itoa(r.Port)) }
+
+// LogPath is the server's log file.
+func (r *Redis) LogPath() string { return filepath.Join(r.Dir, "redis.log") }
+
+// LogTail returns the last n lines of the server's log.
+func (r *Redis) LogTail(n int) string { return readTail(r.LogPath(), n) }
+
+// Running reports whether the server process is alive.
+func (r *Redis) Running() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.proc != nil && !r.proc.exited()
+}
+
+// StartRedis starts a server for t and closes it (removing its data) at
+// t's cleanup. It calls t.Fatal if the server cannot be started.
+func StartRedis(t testing.TB) *Redis {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), installTimeout+startupTimeout)
+	defer cancel()
+	r, err := StartRedisServer(ctx, "")
+	if err != nil {
+		t.Fatalf("testenv: starting Redis: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("testenv: Redis %s (dir %s) log tail:\n%s", r.Addr(), r.Dir, r.LogTail(20))
+		}
+		if err := r.Close(); err != nil {
+			t.Errorf("testenv: closing Redis %s: %v", r.Addr(), err)
+		}
+	})
+	return r
+}
+
+// StartRedisServer installs redis-server if needed (EnsureRedis) and starts
+// it on a free port of 127.0.0.1 with its data in dir: a new temporary
+// directory, removed by Close, when dir is ""; else dir (created if
+// missing), which Close leaves in place. It returns once the server
+// answers PING. ctx bounds startup only; call Close when done.
+func StartRedisServer(ctx context.Context, dir string) (*Redis, error) {
+	if err := EnsureRedis(); err != nil {
+		return nil, err
+	}
+	server, _ := findBinary(redisServerCandidates)
+	r := &Redis{Host: "127.0.0.1", server: server}
+	if dir == "" {
+		sweepOnce.Do(sweepStaleDirs)
+		d, err := makeTempDir()
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(d, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+			os.RemoveAll(d)
+			return nil, fmt.Errorf("testenv: %w", err)
+		}
+		r.Dir, r.ownsDir = d, true
+	} else {
+		abs, err := filepath.Abs(dir)
+		if err != nil {
+			return nil, fmt.Errorf("testenv: %w", err)
+		}
+		if err := os.MkdirAll(abs, 0o755); err != nil {
+			return nil, fmt.Errorf("testenv: %w", err)
+		}
+		r.Dir = abs
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = r.Close()
+		}
+	}()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	const attempts = 5
+	for i := 1; ; i++ {
+		var err error
+		if r.Port, err = freePort(); err != nil {
+			return nil, err
+		}
+		err = r.startLocked(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortInUse) || i == attempts {
+			return nil, err
+		}
+	}
+	ok = true
+	return r, nil
+}
+
+// conf is the server's configuration. A config file rather than arguments
+// so that `save ""` needs no shell quoting and a person can read it.
+func (r *Redis) conf() string {
+	return strings.Join([]string{
+		"bind 127.0.0.1",
+		"port " + strconv.Itoa(r.Port),
+		"protected-mode no",
+		"daemonize no",
+		"supervised no",
+		"dir " + strconv.Quote(r.Dir),
+		"logfile " + strconv.Quote(r.LogPath()),
+		"pidfile " + strconv.Quote(filepath.Join(r.Dir, "redis.pid")),
+		`save ""`,
+		"appendonly yes",
+		"appendfsync always",
+		"databases 16",
+		"",
+	}, "\n")
+}
+
+// startLocked starts redis-server on r.Port and waits until it answers
+// PING (not LOADING). r.mu must be held.
+func (r *Redis) startLocked(ctx context.Context) error {
+	if r.proc != nil && !r.proc.exited() {
+		return errors.New("testenv: redis-server already running")
+	}
+	r.proc = nil
+	confPath := filepath.Join(r.Dir, "redis.conf")
+	if err := os.WriteFile(confPath, []byte(r.conf()), 0o644); err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	var logOffset int64
+	if fi, err := os.Stat(r.LogPath()); err == nil {
+		logOffset = fi.Size()
+	}
+	out, err := os.OpenFile(filepath.Join(r.Dir, "redis.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	defer out.Close()
+	p, err := startProcess(r.server, []string{confPath}, out, r.Dir)
+	if err != nil {
+		return fmt.Errorf("testenv: starting %s: %w", r.server, err)
+	}
+	logSince := func() string {
+		b, _ := os.ReadFile(r.LogPath())
+		if int64(len(b)) >= logOffset {
+			b = b[logOffset:]
+		}
+		return tail(string(b), 25)
+	}
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	ticker := time.NewTicker(pollInterval / 2)
+	defer ticker.Stop()
+	var lastErr error
+	for {
+		select {
+		case <-p.done:
+			log := logSince()
+			if strings.Contains(log, "Address already in use") {
+				return fmt.Errorf("testenv: redis-server on port %d: %w", r.Port, errPortInUse)
+			}
+			return fmt.Errorf("testenv: redis-server exited during startup (%v); log:\n%s%s",
+				p.waitErr, log, readTail(filepath.Join(r.Dir, "redis.out"), 10))
+		case <-ctx.Done():
+			_ = p.signal(syscall.SIGKILL)
+			<-p.done
+			return fmt.Errorf("testenv: redis-server did not answer PING on %s: %w (last error: %v); log:\n%s",
+				r.Addr(), ctx.Err(), lastErr, logSince())
+		case <-ticker.C:
+		}
+		if lastErr = redisPing(ctx, r.Addr()); lastErr == nil {
+			r.proc = p
+			return nil
+		}
+	}
+}
+
+// redisPing sends PING and expects +PONG (a loading server answers
+// -LOADING).
+func redisPing(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: time.Second}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line = strings.TrimSpace(line); line != "+PONG" {
+		return fmt.Errorf("PING answered %q", line)
+	}
+	return nil
+}
+
+// Start starts a stopped server again on the same port with the same data.
+func (r *Redis) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return errors.New("testenv: Start on closed Redis")
+	}
+	var err error
+	for i := 0; i < 20; i++ {
+		if err = r.startLocked(ctx); !errors.Is(err, errPortInUse) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// Stop shuts the server down (SIGTERM: it finishes the append-only file
+// and exits), SIGKILLing it after 30 s. Stopping a stopped server is a
+// no-op.
+func (r *Redis) Stop() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopLocked(stopTimeout)
+}
+
+// Kill SIGKILLs the server (a crash) and waits for it to exit.
+func (r *Redis) Kill() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopLocked(0)
+}
+
+func (r *Redis) stopLocked(grace time.Duration) error {
+	p := r.proc
+	if p == nil {
+		return nil
+	}
+	r.proc = nil
+	if p.exited() {
+		return nil
+	}
+	if grace > 0 {
+		if err := p.signal(syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("testenv: SIGTERM redis-server %d: %w", p.pid, err)
+		}
+		select {
+		case <-p.done:
+			return nil
+		case <-time.After(grace):
+		}
+	}
+	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("testenv: SIGKILL redis-server %d: %w", p.pid, err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("testenv: redis-server %d did not exit after SIGKILL", p.pid)
+	}
+}
+
+// Close kills the server and, when StartRedisServer made the directory,
+// removes it. It is idempotent.
+func (r *Redis) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	err := r.stopLocked(0)
+	if r.ownsDir {
+		if rerr := os.RemoveAll(r.Dir); rerr != nil && err == nil {
+			err = fmt.Errorf("testenv: removing %s: %w", r.Dir, rerr)
+		}
+	}
+	return err
+}
