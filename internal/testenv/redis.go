@@ -86,7 +86,7 @@ func aptInstall(installed func() bool, what string, pkgs ...string) error {
 		return fmt.Errorf("testenv: lock %s: %w", lockPath, err)
 	}
 	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	if installed() { // installed by another process while we waited
+	if installed() {                                   // installed by another process while we waited
 		return nil
 	}
 
