@@ -25,6 +25,19 @@ type Event struct {
 	// DatabaseName and DDL are set for a DDL event.
 	DatabaseName string `json:"databaseName,omitempty"`
 	DDL          string `json:"ddl,omitempty"`
+	// Sluice is the block `sluice run` adds to every message (nil in the
+	// output of `sluice tail`).
+	Sluice *Sluice `json:"sluice,omitempty"`
+}
+
+// Sluice is the "sluice" block of a pipeline message: its sequence number,
+// the epoch that wrote it, its source, and on the last message of a source
+// transaction the position after it.
+type Sluice struct {
+	Seq    uint64          `json:"seq"`
+	Epoch  uint64          `json:"epoch"`
+	Source string          `json:"source"`
+	End    json.RawMessage `json:"end,omitempty"`
 }
 
 // SourceInfo is the "source" block of an event.

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluice-cdc/sluice/pipeline"
+)
+
+// metrics exposes a pipeline's figures to Prometheus. The pipeline keeps
+// plain counters and a status; this is the edge that turns them into
+// metrics on each scrape.
+type metrics struct {
+	p        *pipeline.Pipeline
+	reg      *prometheus.Registry
+	latency  prometheus.Histogram
+	pipeName string
+}
+
+func newMetrics(name string) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), pipeName: name}
+	m.latency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:        "sluice_delivery_latency_seconds",
+		Help:        "Time from reading a source transaction to its being durable in every sink.",
+		ConstLabels: prometheus.Labels{"pipeline": name},
+		Buckets:     prometheus.ExponentialBuckets(0.0005, 2, 16),
+	})
+	m.reg.MustRegister(m.latency, m, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// delivered is the pipeline's OnDelivered hook.
+func (m *metrics) delivered(read []time.Time, now time.Time) {
+	for _, t := range read {
+		m.latency.Observe(now.Sub(t).Seconds())
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+var (
+	descMessages    = prometheus.NewDesc("sluice_messages_total", "Messages durable in every sink.", []string{"pipeline"}, nil)
+	descTxns        = prometheus.NewDesc("sluice_transactions_total", "Source transactions delivered.", []string{"pipeline"}, nil)
+	descBatches     = prometheus.NewDesc("sluice_batches_total", "Batches written.", []string{"pipeline"}, nil)
+	descBytes       = prometheus.NewDesc("sluice_bytes_total", "Encoded bytes written.", []string{"pipeline"}, nil)
+	descCheckpoints = prometheus.NewDesc("sluice_checkpoints_total", "Checkpoints saved.", []string{"pipeline"}, nil)
+	descBuffered    = prometheus.NewDesc("sluice_buffered_bytes", "Memory of batches read and not yet durable.", []string{"pipeline"}, nil)
+	descLastSeq     = prometheus.NewDesc("sluice_last_seq", "Sequence number of the last message durable in every sink.", []string{"pipeline"}, nil)
+	descEpoch       = prometheus.NewDesc("sluice_epoch", "Fencing epoch of this run.", []string{"pipeline"}, nil)
+	descLag         = prometheus.NewDesc("sluice_source_lag_seconds", "Age of the last delivered transaction's commit time when it was delivered.", []string{"pipeline"}, nil)
+	descCommit      = prometheus.NewDesc("sluice_source_commit_time_seconds", "Commit time of the last delivered transaction (Unix seconds).", []string{"pipeline"}, nil)
+	descSinkErrors  = prometheus.NewDesc("sluice_sink_errors_total", "Failed writes per sink.", []string{"pipeline", "sink"}, nil)
+	descSinkUp      = prometheus.NewDesc("sluice_sink_up", "1 when the sink's last write succeeded.", []string{"pipeline", "sink"}, nil)
+	descSnapRows    = prometheus.NewDesc("sluice_snapshot_rows", "Rows read by the snapshot per table.", []string{"pipeline", "table"}, nil)
+	descSnapEst     = prometheus.NewDesc("sluice_snapshot_rows_estimated", "The server's estimate of each snapshotted table's rows.", []string{"pipeline", "table"}, nil)
+	descSnapDone    = prometheus.NewDesc("sluice_snapshot_table_done", "1 when the table's snapshot is complete.", []string{"pipeline", "table"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	if m.p == nil {
+		return
+	}
+	c := m.p.Counters()
+	st := m.p.Status()
+	n := m.pipeName
+	counter := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{n}, l...)...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{n}, l...)...)
+	}
+	counter(descMessages, float64(c.Messages))
+	counter(descTxns, float64(c.Txns))
+	counter(descBatches, float64(c.Batches))
+	counter(descBytes, float64(c.Bytes))
+	counter(descCheckpoints, float64(c.Checkpoints))
+	gauge(descBuffered, float64(c.BufferedBytes))
+	gauge(descLastSeq, float64(st.LastSeq))
+	gauge(descEpoch, float64(st.Epoch))
+	gauge(descLag, st.Lag.Seconds())
+	if !st.CommitTime.IsZero() {
+		gauge(descCommit, float64(st.CommitTime.UnixNano())/1e9)
+	}
+	for sink, v := range st.SinkErrors {
+		counter(descSinkErrors, float64(v), sink)
+	}
+	for _, s := range st.Sinks {
+		up := 1.0
+		if _, down := st.SinkDown[s]; down {
+			up = 0
+		}
+		gauge(descSinkUp, up, s)
+	}
+	for _, t := range st.Snapshot {
+		gauge(descSnapRows, float64(t.Rows), t.Table)
+		gauge(descSnapEst, float64(t.Estimated), t.Table)
+		done := 0.0
+		if t.Done {
+			done = 1
+		}
+		gauge(descSnapDone, done, t.Table)
+	}
+}
+
+// statusView is the JSON of GET /status.
+func statusView(p *pipeline.Pipeline) map[string]any {
+	st := p.Status()
+	c := p.Counters()
+	return map[string]any{
+		"running": st.Running, "started": st.Started, "epoch": st.Epoch,
+		"position": st.Position, "last_seq": st.LastSeq,
+		"checkpoint_version": st.CheckpointVersion, "checkpoint_at": st.CheckpointAt,
+		"commit_time": st.CommitTime, "lag_seconds": st.Lag.Seconds(),
+		"sinks": st.Sinks, "sink_errors": st.SinkErrors, "sinks_down": st.SinkDown,
+		"snapshot": st.Snapshot, "counters": c,
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

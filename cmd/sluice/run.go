@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink/file"
+	"github.com/sluice-cdc/sluice/snapshot"
+)
+
+func runCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run a pipeline: deliver every change of a source to its sinks exactly once",
+		Long: `Run reads the source named in the config (snapshot first when its mode asks
+for one, then the binlog), delivers every change to the sinks with a sequence
+number, and saves checkpoints once the sinks hold them. After any crash it
+resumes exactly after the last transaction the sinks hold. See docs/CONFIG.md
+and docs/DELIVERY.md.`,
+		Example: `  sluice run --config sluice.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if path == "" {
+				return config.ErrNoConfig
+			}
+			cfg, err := config.Load(path)
+			if err != nil {
+				return err
+			}
+			setLogger(cfg.Log)
+			return runPipeline(cmd.Context(), path, cfg)
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "", "the pipeline's YAML file (docs/CONFIG.md)")
+	return cmd
+}
+
+func setLogger(l config.Log) {
+	level := slog.LevelInfo
+	switch l.Level {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if l.Format == "json" {
+		slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, opts)))
+		return
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, opts)))
+}
+
+// buildPipeline turns a config into a pipeline (not started).
+func buildPipeline(path string, cfg *config.Config, m *metrics) (*pipeline.Pipeline, []pipeline.Sink, error) {
+	src, err := binlog.ParseSourceURL(cfg.Source.URL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: source.url: %w", path, err)
+	}
+	if cfg.Source.ServerID != 0 {
+		src.ServerID = cfg.Source.ServerID
+	}
+	tables := strings.Join(cfg.Source.Tables, ",")
+	if cfg.Source.SignalTable != "" && tables != "" {
+		tables += "," + cfg.Source.SignalTable
+	}
+	if src.Tables, err = binlog.ParseFilter(tables); err != nil {
+		return nil, nil, fmt.Errorf("%s: source.tables: %w", path, err)
+	}
+	startGiven := false
+	if cfg.Source.Start != "" {
+		if err := parseFrom(cfg.Source.Start, &src); err != nil {
+			return nil, nil, fmt.Errorf("%s: source.start: %w", path, err)
+		}
+		startGiven = !src.Start.IsZero()
+	}
+	sinks, err := buildSinks(path, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	mode := snapshot.Mode(cfg.Source.Snapshot.Mode)
+	pcfg := pipeline.Config{
+		Name: cfg.Pipeline,
+		Source: pipeline.SourceConfig{
+			Name:       cfg.Source.Name,
+			Binlog:     src,
+			StartGiven: startGiven,
+			Snapshot: pipeline.SnapshotConfig{
+				Mode:      mode,
+				Method:    cfg.Source.Snapshot.Method,
+				Parallel:  cfg.Source.Snapshot.Parallel,
+				ChunkRows: cfg.Source.Snapshot.ChunkRows,
+				Where:     cfg.Source.Snapshot.Where,
+			},
+			SignalTable: cfg.Source.SignalTable,
+		},
+		Sinks:           sinks,
+		Store:           &checkpoint.FileStore{Path: cfg.Checkpoint.Path},
+		BatchBytes:      int(cfg.Buffer.BatchBytes),
+		BufferBytes:     int(cfg.Buffer.MaxBytes),
+		CheckpointEvery: cfg.Checkpoint.Interval,
+		Logger:          slog.Default(),
+		OnDelivered:     m.delivered,
+	}
+	var p *pipeline.Pipeline
+	progress := newProgressReporter()
+	pcfg.Source.Snapshot.Progress = func(ps []snapshot.TableProgress) {
+		p.SnapshotProgress(ps)
+		progress.report(ps)
+	}
+	p, err = pipeline.New(pcfg)
+	if err != nil {
+		closeSinks(sinks)
+		return nil, nil, err
+	}
+	m.p = p
+	return p, sinks, nil
+}
+
+func closeSinks(sinks []pipeline.Sink) {
+	for _, s := range sinks {
+		if err := s.Close(); err != nil {
+			slog.Warn("closing sink", "sink", s.Name(), "err", err.Error())
+		}
+	}
+}
+
+// buildSinks creates each configured sink.
+func buildSinks(path string, cfg *config.Config) ([]pipeline.Sink, error) {
+	var out []pipeline.Sink
+	for i, sc := range cfg.Sinks {
+		s, err := buildSink(path, cfg.Pipeline, i, sc)
+		if err != nil {
+			closeSinks(out)
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func buildSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Sink, error) {
+	switch sc.Type {
+	case "stdout":
+		return file.NewStdout(sc.Name, os.Stdout), nil
+	case "file":
+		s, err := file.New(sc.Name, file.Config{Path: sc.File.Path, MaxBytes: int64(sc.File.MaxBytes), NoSync: sc.File.NoSync}, slog.Default())
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: sinks[%d]: %w", path, sc.Line, i, err)
+		}
+		return s, nil
+	}
+	return buildNetSink(path, pipelineName, i, sc)
+}
+
+// runPipeline runs the pipeline with its admin endpoint until ctx ends.
+func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
+	m := newMetrics(cfg.Pipeline)
+	p, sinks, err := buildPipeline(path, cfg, m)
+	if err != nil {
+		return err
+	}
+	defer closeSinks(sinks)
+	if cfg.Admin.Addr != "" {
+		stop, err := serveAdmin(ctx, cfg.Admin.Addr, p, m)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	err = p.Run(ctx)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// serveAdmin starts the admin HTTP endpoint: /metrics, /healthz, /status
+// and POST /snapshot?table=db.table[&where=...].
+func serveAdmin(ctx context.Context, addr string, p *pipeline.Pipeline, m *metrics) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin.addr %s: %w (is another sluice running? pick a free port)", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		st := p.Status()
+		if !st.Running {
+			http.Error(w, "not running", http.StatusServiceUnavailable)
+			return
+		}
+		if len(st.SinkDown) > 0 {
+			http.Error(w, fmt.Sprintf("sinks down: %v", st.SinkDown), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, statusView(p))
+	})
+	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, r *http.Request) {
+		table := r.URL.Query().Get("table")
+		db, tbl, ok := strings.Cut(table, ".")
+		if !ok || db == "" || tbl == "" {
+			http.Error(w, "want ?table=db.table", http.StatusBadRequest)
+			return
+		}
+		rctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+		defer cancel()
+		if err := p.AddTable(rctx, db, tbl, r.URL.Query().Get("where")); err != nil {
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		fmt.Fprintf(w, "incremental snapshot of %s started\n", table)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			slog.Error("admin endpoint stopped", "err", err.Error())
+		}
+	}()
+	slog.Info("admin endpoint listening", "addr", ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}, nil
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-cdc/sluice/config"
+)
+
+// snapshotCmd asks a running pipeline, through its admin endpoint, to
+// snapshot tables again while it keeps streaming.
+func snapshotCmd() *cobra.Command {
+	var (
+		incremental []string
+		admin, cfg  string
+		where       string
+	)
+	cmd := &cobra.Command{
+		Use:   "snapshot --incremental db.table [--incremental db.t2] (--config FILE | --admin HOST:PORT)",
+		Short: "Re-read tables of a running pipeline while it streams (incremental snapshot)",
+		Long: `snapshot asks a running "sluice run" to read tables again, chunk by chunk,
+while it keeps streaming. Rows come out as snapshot reads (op "r"); a row that
+changes while its chunk is read comes out with its newer value only (the DBLog
+watermark method). Progress shows in the pipeline's logs, /status and metrics.`,
+		Example: `  sluice snapshot --incremental shop.items --config sluice.yaml
+  sluice snapshot --incremental shop.items --where 'id > 1000' --admin 127.0.0.1:7070`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(incremental) == 0 {
+				return errors.New("name the tables: --incremental db.table (repeatable)")
+			}
+			if admin == "" {
+				if cfg == "" {
+					return errors.New("say which pipeline: --config FILE (its admin.addr) or --admin HOST:PORT")
+				}
+				c, err := config.Load(cfg)
+				if err != nil {
+					return err
+				}
+				if admin = c.Admin.Addr; admin == "" {
+					return fmt.Errorf("%s has no admin.addr: the pipeline takes no commands; add admin: {addr: 127.0.0.1:7070} and restart it", cfg)
+				}
+			}
+			client := &http.Client{Timeout: 40 * time.Second}
+			for _, t := range incremental {
+				if !strings.Contains(t, ".") {
+					return fmt.Errorf("--incremental %q: want db.table", t)
+				}
+				if err := postSnapshot(cmd.Context(), client, admin, t, where); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "incremental snapshot of %s started\n", t)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&incremental, "incremental", nil, "table to re-read while streaming: db.table (repeatable)")
+	cmd.Flags().StringVar(&admin, "admin", "", "the running pipeline's admin address (host:port)")
+	cmd.Flags().StringVarP(&cfg, "config", "c", "", "the running pipeline's config (to find its admin address)")
+	cmd.Flags().StringVar(&where, "where", "", "read only rows matching this SQL condition")
+	return cmd
+}
+
+func postSnapshot(ctx context.Context, c *http.Client, admin, table, where string) error {
+	q := url.Values{"table": {table}}
+	if where != "" {
+		q.Set("where", where)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+admin+"/snapshot?"+q.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("asking the pipeline at %s: %w (is sluice run running with this admin address?)", admin, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the pipeline refused the snapshot of %s: %s", table, strings.TrimSpace(string(body)))
+	}
+	return nil
+}

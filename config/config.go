@@ -1,0 +1,485 @@
+// Package config reads the YAML file of `sluice run`: every field is
+// documented in docs/CONFIG.md (a test keeps the two in step), unknown keys
+// and wrong types are errors that name the key and its line, and ${VAR} or
+// ${VAR:-default} in any value is replaced from the environment (for
+// secrets).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole file.
+type Config struct {
+	// Pipeline names the pipeline (checkpoints, sinks, metrics).
+	Pipeline   string     `yaml:"pipeline"`
+	Source     Source     `yaml:"source"`
+	Sinks      []Sink     `yaml:"sinks"`
+	Checkpoint Checkpoint `yaml:"checkpoint"`
+	Admin      Admin      `yaml:"admin"`
+	Buffer     Buffer     `yaml:"buffer"`
+	Log        Log        `yaml:"log"`
+}
+
+// Source is the server to read.
+type Source struct {
+	Name string `yaml:"name"`
+	// URL is mysql://USER:PASSWORD@HOST:PORT[?tls=true&ca=FILE&server_id=N].
+	URL      string   `yaml:"url"`
+	Tables   []string `yaml:"tables"`
+	ServerID uint32   `yaml:"server_id"`
+	// Start is where to begin when there is no checkpoint: current,
+	// earliest, FILE:POS or gtid:SET.
+	Start       string   `yaml:"start"`
+	Snapshot    Snapshot `yaml:"snapshot"`
+	SignalTable string   `yaml:"signal_table"`
+}
+
+// Snapshot configures the initial load.
+type Snapshot struct {
+	Mode      string            `yaml:"mode"`
+	Method    string            `yaml:"method"`
+	Parallel  int               `yaml:"parallel"`
+	ChunkRows int               `yaml:"chunk_rows"`
+	Where     map[string]string `yaml:"where"`
+}
+
+// Sink is one destination; Type selects which of the typed blocks applies.
+type Sink struct {
+	Name string `yaml:"name"`
+	// Type: stdout, file, kafka, redis or nats.
+	Type  string    `yaml:"type"`
+	File  *FileSink `yaml:"file"`
+	Kafka yaml.Node `yaml:"kafka"`
+	Redis yaml.Node `yaml:"redis"`
+	NATS  yaml.Node `yaml:"nats"`
+	// Line is where the sink is defined, for messages.
+	Line int `yaml:"-"`
+}
+
+// FileSink configures the file sink.
+type FileSink struct {
+	Path     string   `yaml:"path"`
+	MaxBytes ByteSize `yaml:"max_bytes"`
+	NoSync   bool     `yaml:"no_sync"`
+}
+
+// Checkpoint says where progress is stored.
+type Checkpoint struct {
+	// Type: file (default).
+	Type     string        `yaml:"type"`
+	Path     string        `yaml:"path"`
+	Interval time.Duration `yaml:"interval"`
+}
+
+// Admin is the HTTP endpoint for metrics, status and commands.
+type Admin struct {
+	// Addr is host:port; empty turns the endpoint off.
+	Addr string `yaml:"addr"`
+}
+
+// Buffer bounds batching and memory.
+type Buffer struct {
+	BatchBytes ByteSize `yaml:"batch_bytes"`
+	MaxBytes   ByteSize `yaml:"max_bytes"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level: debug, info (default), warn, error.
+	Level string `yaml:"level"`
+	// Format: text (default) or json.
+	Format string `yaml:"format"`
+}
+
+// ByteSize is a size in bytes written as 1048576, "1MiB", "64MB", "512KiB".
+type ByteSize int64
+
+// UnmarshalYAML parses a size.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseByteSize(n.Value)
+	if err != nil {
+		return err
+	}
+	*b = ByteSize(v)
+	return nil
+}
+
+// ParseByteSize parses "123", "4KiB", "4KB", "16MiB", "1GiB" (KB means
+// 1000 bytes, KiB 1024).
+func ParseByteSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q is not a size (examples: 1048576, 64MiB, 512KiB)", s)
+	}
+	return n * mult, nil
+}
+
+// Error is a problem at a place in the file.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	if e.Key != "" {
+		fmt.Fprintf(&b, ": %s", e.Key)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Load reads and checks a config file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse reads a config from data; lookup resolves ${VAR}.
+func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Config, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, &Error{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if len(root.Content) == 0 {
+		return nil, &Error{File: name, Msg: "the file is empty; see docs/CONFIG.md for an example"}
+	}
+	doc := root.Content[0]
+	if err := expandEnv(doc, "", name, lookup); err != nil {
+		return nil, err
+	}
+	if err := checkKeys(doc, reflect.TypeOf(Config{}), "", name); err != nil {
+		return nil, err
+	}
+	var c Config
+	if err := doc.Decode(&c); err != nil {
+		return nil, &Error{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	// Lines of the sinks, for later messages.
+	if sinks := child(doc, "sinks"); sinks != nil {
+		for i, n := range sinks.Content {
+			if i < len(c.Sinks) {
+				c.Sinks[i].Line = n.Line
+			}
+		}
+	}
+	if err := c.validate(name, doc); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func child(n *yaml.Node, key string) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// lineOf returns the line of the value at a dotted path (0 if absent).
+func lineOf(doc *yaml.Node, path ...string) int {
+	n := doc
+	for _, p := range path {
+		c := child(n, p)
+		if c == nil {
+			return n.Line
+		}
+		n = c
+	}
+	return n.Line
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
+
+// expandEnv replaces ${VAR} and ${VAR:-default} in every scalar value.
+func expandEnv(n *yaml.Node, path, file string, lookup func(string) (string, bool)) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if !strings.Contains(n.Value, "${") {
+			return nil
+		}
+		var missing string
+		n.Value = envRef.ReplaceAllStringFunc(n.Value, func(m string) string {
+			sub := envRef.FindStringSubmatch(m)
+			if v, ok := lookup(sub[1]); ok {
+				return v
+			}
+			if sub[2] != "" {
+				return sub[3]
+			}
+			if missing == "" {
+				missing = sub[1]
+			}
+			return m
+		})
+		if missing != "" {
+			return &Error{File: file, Line: n.Line, Key: path, Msg: fmt.Sprintf("environment variable %s is not set (set it, or write ${%s:-default})", missing, missing)}
+		}
+		if n.Tag == "!!str" && n.Style == 0 {
+			n.Tag = "" // let the expanded text resolve to its type
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := expandEnv(n.Content[i+1], join(path, n.Content[i].Value), file, lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := expandEnv(c, fmt.Sprintf("%s[%d]", path, i), file, lookup); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+var nodeType = reflect.TypeOf(yaml.Node{})
+
+// checkKeys reports the first key of n that t does not have.
+func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nodeType {
+		return nil // checked by the sink that reads it
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+				return nil
+			}
+			if t == reflect.TypeOf(time.Duration(0)) {
+				return nil
+			}
+			return &Error{File: file, Line: n.Line, Key: path, Msg: "want a block of keys here"}
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" {
+				continue
+			}
+			fields[tag] = f.Type
+			names = append(names, tag)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			ft, ok := fields[k.Value]
+			if !ok {
+				msg := fmt.Sprintf("unknown key %q", k.Value)
+				if s := suggest(k.Value, names); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				} else {
+					msg += fmt.Sprintf(" (known here: %s)", strings.Join(names, ", "))
+				}
+				return &Error{File: file, Line: k.Line, Key: join(path, k.Value), Msg: msg}
+			}
+			if err := checkKeys(n.Content[i+1], ft, join(path, k.Value), file); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice:
+		if n.Kind == yaml.SequenceNode {
+			for i, c := range n.Content {
+				if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i), file); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// suggest returns the known name closest to s, if close enough.
+func suggest(s string, names []string) string {
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := distance(s, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// validate checks values and fills defaults.
+func (c *Config) validate(file string, doc *yaml.Node) error {
+	bad := func(msg string, path ...string) error {
+		return &Error{File: file, Line: lineOf(doc, path...), Key: strings.Join(path, "."), Msg: msg}
+	}
+	if c.Pipeline == "" {
+		return bad("is required: a name for this pipeline (letters, digits, - and _), e.g. pipeline: shop", "pipeline")
+	}
+	if !regexp.MustCompile(`^[A-Za-z0-9_-]+$`).MatchString(c.Pipeline) {
+		return bad(fmt.Sprintf("%q: use letters, digits, - and _ only", c.Pipeline), "pipeline")
+	}
+	if c.Source.URL == "" {
+		return bad("is required, e.g. url: mysql://repl:${SLUICE_PASSWORD}@127.0.0.1:3306", "source", "url")
+	}
+	if c.Source.Name == "" {
+		c.Source.Name = c.Pipeline
+	}
+	switch c.Source.Snapshot.Mode {
+	case "", "initial", "never", "when_needed", "always", "only":
+	default:
+		return bad(fmt.Sprintf("%q: want initial, never, when_needed, always or only", c.Source.Snapshot.Mode), "source", "snapshot", "mode")
+	}
+	switch c.Source.Snapshot.Method {
+	case "", "consistent", "watermark":
+	default:
+		return bad(fmt.Sprintf("%q: want consistent or watermark", c.Source.Snapshot.Method), "source", "snapshot", "method")
+	}
+	if c.Source.SignalTable != "" && !strings.Contains(c.Source.SignalTable, ".") {
+		return bad(fmt.Sprintf("%q: want db.table", c.Source.SignalTable), "source", "signal_table")
+	}
+	if len(c.Sinks) == 0 {
+		c.Sinks = []Sink{{Name: "stdout", Type: "stdout"}}
+	}
+	names := map[string]bool{}
+	for i := range c.Sinks {
+		s := &c.Sinks[i]
+		at := func(msg string, key string) error {
+			line := s.Line
+			if n := child(child(doc, "sinks").Content[i], key); n != nil {
+				line = n.Line
+			}
+			return &Error{File: file, Line: line, Key: fmt.Sprintf("sinks[%d].%s", i, key), Msg: msg}
+		}
+		if s.Type == "" {
+			return at("is required: stdout, file, kafka, redis or nats", "type")
+		}
+		if s.Name == "" {
+			s.Name = s.Type
+		}
+		if names[s.Name] {
+			return at(fmt.Sprintf("%q is used by two sinks; give each its own name", s.Name), "name")
+		}
+		names[s.Name] = true
+		switch s.Type {
+		case "stdout":
+		case "file":
+			if s.File == nil || s.File.Path == "" {
+				return at("a file sink needs file: {path: out/changes.jsonl}", "file")
+			}
+		case "kafka":
+			if s.Kafka.Kind == 0 {
+				return at("a kafka sink needs a kafka: block (brokers, topic)", "kafka")
+			}
+		case "redis":
+			if s.Redis.Kind == 0 {
+				return at("a redis sink needs a redis: block (addr, mode)", "redis")
+			}
+		case "nats":
+			if s.NATS.Kind == 0 {
+				return at("a nats sink needs a nats: block (url)", "nats")
+			}
+		default:
+			return at(fmt.Sprintf("%q: want stdout, file, kafka, redis or nats", s.Type), "type")
+		}
+	}
+	switch c.Checkpoint.Type {
+	case "", "file":
+		c.Checkpoint.Type = "file"
+		if c.Checkpoint.Path == "" {
+			c.Checkpoint.Path = c.Pipeline + ".checkpoint.json"
+		}
+	default:
+		return bad(fmt.Sprintf("%q: want file (etcd comes with the coordinator)", c.Checkpoint.Type), "checkpoint", "type")
+	}
+	if c.Checkpoint.Interval < 0 {
+		return bad("must not be negative", "checkpoint", "interval")
+	}
+	switch c.Log.Level {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return bad(fmt.Sprintf("%q: want debug, info, warn or error", c.Log.Level), "log", "level")
+	}
+	switch c.Log.Format {
+	case "", "text", "json":
+	default:
+		return bad(fmt.Sprintf("%q: want text or json", c.Log.Format), "log", "format")
+	}
+	return nil
+}
+
+// DecodeSink decodes a sink's typed block into v (a sink package's
+// Config), rejecting unknown keys with their line.
+func DecodeSink(file string, n *yaml.Node, path string, v any) error {
+	if err := checkKeys(n, reflect.TypeOf(v), path, file); err != nil {
+		return err
+	}
+	if err := n.Decode(v); err != nil {
+		return &Error{File: file, Line: n.Line, Key: path, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	return nil
+}
+
+// ErrNoConfig is returned when no config file is given.
+var ErrNoConfig = errors.New("config: no file given: use --config sluice.yaml (see docs/CONFIG.md)")

@@ -1,0 +1,268 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/snapshot"
+)
+
+// SnapshotConfig says when and how the source's existing rows are loaded.
+type SnapshotConfig struct {
+	// Mode: initial (default), never, when_needed, always or only.
+	Mode snapshot.Mode
+	// Method: consistent (default) or watermark.
+	Method string
+	// Parallel connections reading at once (default 2).
+	Parallel int
+	// ChunkRows per SELECT and per delivered chunk (default 16384).
+	ChunkRows int
+	// Where holds an optional filter per "db.table".
+	Where map[string]string
+	// Progress, when set, receives the tables' progress every few seconds.
+	Progress func([]snapshot.TableProgress)
+}
+
+// SourceConfig is one MySQL or MariaDB server to read.
+type SourceConfig struct {
+	// Name is the source's name in messages and checkpoints.
+	Name string
+	// Binlog is the replication connection (address, tables, server_id,
+	// where to start when there is no checkpoint).
+	Binlog binlog.Config
+	// StartGiven makes Binlog.Start count as a saved position (the
+	// snapshot mode "initial" then takes no snapshot).
+	StartGiven bool
+	Snapshot   SnapshotConfig
+	// SignalTable ("db.table"), when set, is a table whose inserted rows
+	// (type='snapshot', data='db.t1,db.t2') start incremental snapshots.
+	SignalTable string
+}
+
+// source drives one server: the snapshot when the mode asks for one, then
+// the binlog with snapshot chunks read while it streams.
+type source struct {
+	cfg    SourceConfig
+	log    *slog.Logger
+	stream *snapshot.Stream
+	reader *binlog.Reader
+	// adds receives tables to snapshot while streaming (admin requests).
+	adds chan addRequest
+}
+
+type addRequest struct {
+	db, table, where string
+	done             chan error
+}
+
+// emitter receives the source's output: each chunk, and a snapshot state
+// that becomes true once every chunk emitted before it is durable.
+type emitter interface {
+	txn(ctx context.Context, t *binlog.Txn) error
+	snapshotState(st *snapshot.State)
+	snapshotFinished(ctx context.Context, pos position.Position) error
+}
+
+// run streams until ctx ends or the stop position is reached; done
+// reports that mode "only" finished.
+func (s *source) run(ctx context.Context, start position.Position, saved bool, resume *snapshot.State, out emitter) error {
+	cfg := s.cfg.Binlog
+	if !start.IsZero() {
+		cfg.Start = start
+	}
+	cfg.Logger = s.log
+	mode := s.cfg.Snapshot.Mode
+	if mode == "" {
+		mode = snapshot.ModeInitial
+	}
+	var deferred []snapshot.Deferred
+	if resume == nil {
+		purged := false
+		if saved && cfg.Start.File != "" && (mode == snapshot.ModeWhenNeeded || mode == snapshot.ModeInitial) {
+			var oldest string
+			var err error
+			if purged, oldest, err = binlog.PositionPurged(ctx, cfg, cfg.Start); err != nil {
+				return err
+			}
+			if purged {
+				s.log.Warn("the saved position is no longer on the server", "position", cfg.Start.String(), "oldest", oldest)
+			}
+		}
+		need, err := mode.Needed(saved, purged)
+		if err != nil {
+			return err
+		}
+		if need {
+			sc := s.cfg.Snapshot
+			res, err := snapshot.Run(ctx, snapshot.Config{
+				Source:    cfg,
+				Tables:    cfg.Tables,
+				Where:     sc.Where,
+				Parallel:  sc.Parallel,
+				Method:    sc.Method,
+				ChunkRows: sc.ChunkRows,
+				Logger:    s.log,
+				Progress:  sc.Progress,
+				Save: func(st snapshot.State) error {
+					out.snapshotState(&st)
+					return nil
+				},
+			}, func(t *binlog.Txn) error { return out.txn(ctx, t) })
+			if err != nil {
+				return err
+			}
+			s.log.Info("snapshot done; streaming continues from its position", "rows", res.Rows, "tables", res.Tables, "method", res.Method, "position", res.Position.String())
+			if err := out.snapshotFinished(ctx, res.Position); err != nil {
+				return err
+			}
+			deferred = res.Deferred
+			if mode == snapshot.ModeOnly && len(deferred) == 0 {
+				return nil
+			}
+			cfg.Start = res.Position
+		}
+	}
+	r, err := binlog.NewReader(cfg)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	s.reader = r
+	st := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: s.cfg.Snapshot.ChunkRows, Logger: s.log})
+	defer st.Close()
+	s.stream = st
+	if resume != nil {
+		s.log.Info("resuming an interrupted snapshot while streaming", "ranges", len(resume.Ranges), "from", cfg.Start.String())
+		if err := snapshot.Resume(ctx, st, *resume); err != nil {
+			return err
+		}
+	}
+	for _, d := range deferred {
+		if err := st.AddTable(ctx, d.Schema, d.Table, d.Where); err != nil {
+			return err
+		}
+	}
+	sigDB, sigTable, _ := strings.Cut(s.cfg.SignalTable, ".")
+	only := mode == snapshot.ModeOnly
+	lastSaved := -1
+	for {
+		if only && len(st.Remaining()) == 0 {
+			return nil
+		}
+		select {
+		case req := <-s.adds:
+			err := st.AddTable(ctx, req.db, req.table, req.where)
+			req.done <- err
+			if err == nil {
+				s.log.Info("incremental snapshot started", "table", req.db+"."+req.table)
+			}
+			continue
+		default:
+		}
+		txn, err := st.Next(ctx)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if sigTable != "" {
+			if err := signals(ctx, st, txn, sigDB, sigTable, s.log); err != nil {
+				return err
+			}
+		}
+		// The snapshot's state moves with its chunks: hand it over after
+		// the chunk, so it is saved only once the chunk is durable.
+		left := st.Saved()
+		if txn.Snapshot || len(left) != lastSaved {
+			if err := out.txn(ctx, txn); err != nil {
+				return err
+			}
+			var state *snapshot.State
+			if len(left) > 0 {
+				state = &snapshot.State{Ranges: left}
+			}
+			out.snapshotState(state)
+			lastSaved = len(left)
+			continue
+		}
+		if err := out.txn(ctx, txn); err != nil {
+			return err
+		}
+	}
+}
+
+// addTable asks the running stream to snapshot a table incrementally.
+func (s *source) addTable(ctx context.Context, db, table, where string) error {
+	req := addRequest{db: db, table: table, where: where, done: make(chan error, 1)}
+	select {
+	case s.adds <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// signals starts incremental snapshots asked for by rows inserted into the
+// signal table, and takes those rows out of the output.
+func signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, table string, log *slog.Logger) error {
+	kept := txn.Changes[:0]
+	for _, ch := range txn.Changes {
+		if ch.Table == nil || ch.Table.Schema != db || ch.Table.Name != table {
+			kept = append(kept, ch)
+			continue
+		}
+		if ch.Op != binlog.OpInsert {
+			continue
+		}
+		typ, data := ch.Table.ColumnIndex("type"), ch.Table.ColumnIndex("data")
+		if typ < 0 || data < 0 {
+			return fmt.Errorf("signal table %s.%s needs columns type and data", db, table)
+		}
+		if string(ch.After[typ].Bytes()) != "snapshot" {
+			log.Warn("ignoring a signal of unknown type", "type", string(ch.After[typ].Bytes()))
+			continue
+		}
+		for _, name := range strings.Split(string(ch.After[data].Bytes()), ",") {
+			sdb, st, ok := strings.Cut(strings.TrimSpace(name), ".")
+			if !ok {
+				log.Warn("ignoring a snapshot signal for a name that is not db.table", "name", name)
+				continue
+			}
+			if err := stream.AddTable(ctx, sdb, st, ""); err != nil {
+				return err
+			}
+			log.Info("incremental snapshot started by a signal", "table", sdb+"."+st)
+		}
+	}
+	txn.Changes = kept
+	return nil
+}
+
+// ResumeState returns the unfinished snapshot saved in a checkpoint's
+// Snapshot field, if any.
+func ResumeState(raw json.RawMessage) (*snapshot.State, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var st snapshot.State
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return nil, fmt.Errorf("checkpoint: unfinished snapshot state: %w", err)
+	}
+	if len(st.Ranges) == 0 {
+		return nil, nil
+	}
+	return &st, nil
+}
