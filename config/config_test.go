@@ -1,0 +1,129 @@
+package config
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestParseFull(t *testing.T) {
+	src := `
+pipeline: shop
+source:
+  url: mysql://repl:${PASS}@127.0.0.1:${PORT:-3306}
+  tables: [shop.*]
+  server_id: ${SID}
+  snapshot:
+    mode: when_needed
+    parallel: 4
+    where:
+      shop.items: id > 10
+sinks:
+  - name: out
+    type: file
+    file: {path: out/changes.jsonl, max_bytes: 64MiB}
+  - type: kafka
+    kafka:
+      brokers: [127.0.0.1:9092]
+checkpoint:
+  path: /var/lib/sluice/shop.json
+  interval: 250ms
+admin: {addr: 127.0.0.1:7070}
+buffer: {batch_bytes: 512KiB, max_bytes: 32MiB}
+`
+	c, err := Parse("x.yaml", []byte(src), env(map[string]string{"PASS": "s3cr:t", "SID": "4242"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Source.URL != "mysql://repl:s3cr:t@127.0.0.1:3306" {
+		t.Errorf("url = %q", c.Source.URL)
+	}
+	if c.Source.ServerID != 4242 {
+		t.Errorf("server_id = %d (an expanded number must decode as a number)", c.Source.ServerID)
+	}
+	if c.Source.Name != "shop" || c.Source.Snapshot.Parallel != 4 || c.Source.Snapshot.Where["shop.items"] != "id > 10" {
+		t.Errorf("source = %+v", c.Source)
+	}
+	if c.Sinks[0].File.MaxBytes != 64<<20 || c.Sinks[1].Name != "kafka" || c.Sinks[1].Kafka.Kind == 0 {
+		t.Errorf("sinks = %+v", c.Sinks)
+	}
+	if c.Checkpoint.Interval != 250*time.Millisecond || c.Checkpoint.Type != "file" {
+		t.Errorf("checkpoint = %+v", c.Checkpoint)
+	}
+	if c.Buffer.BatchBytes != 512<<10 || c.Buffer.MaxBytes != 32<<20 {
+		t.Errorf("buffer = %+v", c.Buffer)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse("x.yaml", []byte("pipeline: p\nsource: {url: mysql://u:p@h:1}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sinks) != 1 || c.Sinks[0].Type != "stdout" || c.Checkpoint.Path != "p.checkpoint.json" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+// Each bad file gives a message naming the file, line and key.
+func TestErrors(t *testing.T) {
+	cases := []struct{ name, src, want string }{
+		{"unknown key", "pipeline: p\nsource:\n  url: mysql://u:p@h:1\n  tabels: [a.b]\n", `x.yaml:4: source.tabels: unknown key "tabels" (did you mean "tables"?)`},
+		{"unknown top", "pipeline: p\nsrc: {}\n", `x.yaml:2: src: unknown key "src"`},
+		{"wrong type", "pipeline: p\nsource:\n  url: mysql://u:p@h:1\n  server_id: lots\n", "line 4: cannot unmarshal !!str `lots` into uint32"},
+		{"bad duration", "pipeline: p\nsource: {url: mysql://u:p@h:1}\ncheckpoint:\n  interval: soon\n", "line 4"},
+		{"missing env", "pipeline: p\nsource:\n  url: mysql://u:${NOPE}@h:1\n", "x.yaml:3: source.url: environment variable NOPE is not set"},
+		{"no url", "pipeline: p\n", "x.yaml:1: source.url: is required"},
+		{"no pipeline", "source: {url: mysql://u:p@h:1}\n", "pipeline: is required"},
+		{"bad mode", "pipeline: p\nsource:\n  url: mysql://u:p@h:1\n  snapshot:\n    mode: sometimes\n", `x.yaml:5: source.snapshot.mode: "sometimes": want initial`},
+		{"sink type", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nsinks:\n  - name: a\n    type: s3\n", `x.yaml:5: sinks[0].type: "s3": want stdout, file`},
+		{"file path", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nsinks:\n  - type: file\n", "sinks[0].file: a file sink needs"},
+		{"dup sink", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nsinks:\n  - type: stdout\n  - type: stdout\n", `sinks[1].name: "stdout" is used by two sinks`},
+		{"bad size", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nbuffer: {max_bytes: lots}\n", `"lots" is not a size`},
+		{"syntax", "pipeline: p\n  source: [\n", "x.yaml: "},
+		{"empty", "", "the file is empty"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse("x.yaml", []byte(c.src), env(nil))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want it to contain %q", err, c.want)
+			}
+		})
+	}
+}
+
+// Every key of the file is documented in docs/CONFIG.md.
+func TestEveryKeyDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/CONFIG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(reflect.Type, string)
+	walk = func(ty reflect.Type, path string) {
+		for ty.Kind() == reflect.Pointer || ty.Kind() == reflect.Slice {
+			ty = ty.Elem()
+		}
+		if ty.Kind() != reflect.Struct || ty == nodeType || ty == reflect.TypeOf(time.Duration(0)) {
+			return
+		}
+		for i := 0; i < ty.NumField(); i++ {
+			tag := strings.Split(ty.Field(i).Tag.Get("yaml"), ",")[0]
+			if tag == "" || tag == "-" {
+				continue
+			}
+			key := join(path, tag)
+			if !strings.Contains(string(doc), "`"+key+"`") {
+				t.Errorf("docs/CONFIG.md does not document `%s`", key)
+			}
+			walk(ty.Field(i).Type, key)
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+}
