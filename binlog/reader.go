@@ -85,6 +85,12 @@ type Config struct {
 	// with ServerID. The server drops the older of two connections with one
 	// server_id, which is what a failover wants and a mistake otherwise.
 	TakeOverServerID bool
+	// ReplicaHost is the host name the replica registers with (shown by
+	// SHOW SLAVE HOSTS). A replica already connected with ServerID and the
+	// same ReplicaHost is taken to be an earlier process of the same
+	// consumer (killed before the server noticed) and is taken over; the
+	// pipeline sets it to "sluice-<pipeline>".
+	ReplicaHost string
 }
 
 // ParseSourceURL parses a source address into a Config:
@@ -488,7 +494,7 @@ func (r *Reader) prepare() error {
 		return err
 	}
 	if !r.cfg.TakeOverServerID {
-		if err := checkReplicas(c, r.cfg.ServerID); err != nil {
+		if err := checkReplicas(c, r.cfg.ServerID, r.cfg.ReplicaHost); err != nil {
 			return err
 		}
 	}
@@ -571,7 +577,7 @@ func preflight(c *client.Conn, serverID uint32) (ServerInfo, error) {
 }
 
 // checkReplicas refuses a server_id that a connected replica already uses.
-func checkReplicas(c *client.Conn, serverID uint32) error {
+func checkReplicas(c *client.Conn, serverID uint32, self string) error {
 	rs, err := c.Execute("SHOW SLAVE HOSTS")
 	if err != nil {
 		return nil // not allowed to look (REPLICATION MASTER ADMIN): the server will sort it out
@@ -581,6 +587,9 @@ func checkReplicas(c *client.Conn, serverID uint32) error {
 		id, _ := rs.GetUint(i, 0)
 		if uint32(id) == serverID {
 			host := resultString(rs, i, 1)
+			if self != "" && host == self {
+				return nil // an earlier process of ours: the server drops it
+			}
 			port, _ := rs.GetUint(i, 2)
 			return fmt.Errorf("%w: server_id %d is already used by a replica registered from %s:%d; the server would drop one of the two connections. Choose another id (source option server_id=N), or leave it unset for a random one", ErrServerConfig, serverID, host, port)
 		}
@@ -765,6 +774,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 	}()
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		ServerID:                r.cfg.ServerID,
+		Localhost:               r.cfg.ReplicaHost,
 		Flavor:                  string(r.flavor),
 		Host:                    host,
 		Port:                    uint16(port),

@@ -340,7 +340,7 @@ func TestCancelIsPrompt(t *testing.T) {
 
 func TestServerIDClash(t *testing.T) {
 	db := testenv.StartT(t, testenv.MariaDBOptions{})
-	first := newReader(t, db, func(c *binlog.Config) { c.ServerID = 4242 })
+	first := newReader(t, db, func(c *binlog.Config) { c.ServerID = 4242; c.ReplicaHost = "sluice-p1" })
 	if err := first.Ready(timeout(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -361,6 +361,12 @@ func TestServerIDClash(t *testing.T) {
 	}
 	if _, err := newReader(t, db, func(c *binlog.Config) { c.ServerID = 1 }).Next(timeout(t)); err == nil || !strings.Contains(err.Error(), "server's own server_id") {
 		t.Fatalf("the server's own id: %v", err)
+	}
+	// The same consumer again (same registered host, e.g. after kill -9
+	// before the server noticed): it takes the id over.
+	again := newReader(t, db, func(c *binlog.Config) { c.ServerID = 4242; c.ReplicaHost = "sluice-p1" })
+	if err := again.Ready(timeout(t)); err != nil {
+		t.Fatalf("the same consumer could not take its server_id over: %v", err)
 	}
 }
 

@@ -1,15 +1,10 @@
 package pipeline_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,34 +12,16 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/sink/file"
 )
 
-// readSink decodes every line of a file sink's segments, in order.
 func readSink(t *testing.T, dir string) []*codec.Event {
 	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(dir, "out.*.jsonl"))
-	sort.Strings(paths)
-	var evs []*codec.Event
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 4<<20)
-		for sc.Scan() {
-			ev, err := codec.DecodeLine(sc.Bytes())
-			if err != nil {
-				t.Fatalf("%s: %v: %s", p, err, sc.Text())
-			}
-			if ev.Sluice == nil {
-				t.Fatalf("%s: line without sluice block: %s", p, sc.Text())
-			}
-			evs = append(evs, ev)
-		}
-		f.Close()
+	evs, err := workload.ReadFileSink(filepath.Join(dir, "out.*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	return evs
 }
@@ -105,12 +82,7 @@ func waitFor(t *testing.T, dir string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		got := 0
-		for _, ev := range readSink(t, dir) {
-			if ev.Source.Table == "log" && (ev.Op == "c" || ev.Op == "r") {
-				got++
-			}
-		}
+		got := workload.Count(readSink(t, dir))
 		if got >= n {
 			return
 		}
@@ -121,94 +93,29 @@ func waitFor(t *testing.T, dir string, n int) {
 	}
 }
 
-// check verifies the sink: sequence numbers 1..N each once, every log row
-// 1..n exactly once (snapshot or insert), and app.kv's last values equal
-// the server's.
 func check(t *testing.T, e *env, n int) {
 	t.Helper()
-	evs := readSink(t, e.dir)
-	var last uint64
-	seen := map[int]int{}
-	kv := map[string]string{}
-	for i, ev := range evs {
-		if ev.Sluice.Seq != last+1 {
-			t.Fatalf("message %d has seq %d after %d: sequence numbers must be consecutive (no loss, no duplicate)", i, ev.Sluice.Seq, last)
-		}
-		last = ev.Sluice.Seq
-		switch ev.Source.Table {
-		case "log":
-			if ev.Op == "c" || ev.Op == "r" {
-				id, _ := strconv.Atoi(string(ev.After["n"]))
-				seen[id]++
-			}
-		case "kv":
-			switch ev.Op {
-			case "c", "r", "u":
-				kv[string(ev.After["k"])] = string(ev.After["v"])
-			case "d":
-				delete(kv, string(ev.Before["k"]))
-			}
-		}
-	}
-	for i := 1; i <= n; i++ {
-		if seen[i] != 1 {
-			t.Fatalf("log row %d appears %d times (want exactly once)", i, seen[i])
-		}
-	}
-	if len(seen) != n {
-		t.Fatalf("log rows: %d distinct, want %d", len(seen), n)
-	}
-	rs, err := e.db.Query(context.Background(), "SELECT k, v FROM app.kv")
-	if err != nil {
+	if err := workload.Check(context.Background(), e.db, readSink(t, e.dir), n); err != nil {
 		t.Fatal(err)
-	}
-	want := map[string]string{}
-	for i := range rs.RowNumber() {
-		k, _ := rs.GetInt(i, 0)
-		v, _ := rs.GetInt(i, 1)
-		want[strconv.FormatInt(k, 10)] = strconv.FormatInt(v, 10)
-	}
-	if fmt.Sprint(want) != fmt.Sprint(kv) {
-		t.Fatalf("app.kv rebuilt from the sink differs from the server:\n got %v\nwant %v", kv, want)
 	}
 }
 
-// writer runs transactions: each inserts the next log row and updates or
-// deletes a kv row.
-type writer struct {
-	db *testenv.MariaDB
-	mu sync.Mutex
-	n  int
-}
+type writer struct{ w *workload.Writer }
 
 func (w *writer) txns(t *testing.T, count int) {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for range count {
-		w.n++
-		k := w.n % 7
-		if err := w.db.Exec(context.Background(),
-			"BEGIN",
-			fmt.Sprintf("INSERT INTO app.log (n) VALUES (%d)", w.n),
-			fmt.Sprintf("INSERT INTO app.kv VALUES (%d, %d) ON DUPLICATE KEY UPDATE v = %d", k, w.n, w.n),
-			fmt.Sprintf("DELETE FROM app.kv WHERE k = %d AND v %% 5 = 0", k),
-			"COMMIT"); err != nil {
-			t.Fatal(err)
-		}
+	if err := w.w.Txns(context.Background(), count); err != nil {
+		t.Fatal(err)
 	}
 }
 
 func setup(t *testing.T) (*env, *writer) {
 	db := testenv.StartT(t, testenv.MariaDBOptions{})
-	if err := db.Exec(context.Background(),
-		"CREATE DATABASE app",
-		"CREATE TABLE app.log (id INT AUTO_INCREMENT PRIMARY KEY, n INT NOT NULL)",
-		"CREATE TABLE app.kv (k INT PRIMARY KEY, v INT NOT NULL)"); err != nil {
+	if err := db.Exec(context.Background(), workload.Schema...); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	return &env{db: db, dir: dir, store: &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}}, &writer{db: db}
+	return &env{db: db, dir: dir, store: &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}}, &writer{w: &workload.Writer{DB: db}}
 }
 
 // TestSnapshotThenStreamExactlyOnce: rows before the start come from the

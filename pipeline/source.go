@@ -49,10 +49,11 @@ type SourceConfig struct {
 // source drives one server: the snapshot when the mode asks for one, then
 // the binlog with snapshot chunks read while it streams.
 type source struct {
-	cfg    SourceConfig
-	log    *slog.Logger
-	stream *snapshot.Stream
-	reader *binlog.Reader
+	cfg      SourceConfig
+	pipeline string
+	log      *slog.Logger
+	stream   *snapshot.Stream
+	reader   *binlog.Reader
 	// adds receives tables to snapshot while streaming (admin requests).
 	adds chan addRequest
 }
@@ -78,6 +79,9 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		cfg.Start = start
 	}
 	cfg.Logger = s.log
+	if cfg.ReplicaHost == "" {
+		cfg.ReplicaHost = "sluice-" + s.pipeline
+	}
 	mode := s.cfg.Snapshot.Mode
 	if mode == "" {
 		mode = snapshot.ModeInitial
