@@ -5,7 +5,8 @@
 #   make test        go vet, race-enabled tests (fuzz targets on their corpora)
 #   make fuzz-smoke  every Fuzz* target for $(FUZZ_SMOKE_TIME)
 #   make fuzz        every Fuzz* target for $(FUZZTIME)
-#   make demo        run the end-to-end demo against a throwaway MariaDB
+#   make demo        run the end-to-end demo (sluice run) against a throwaway MariaDB
+#   make chaos       the long crash test: sluice run killed 20 times under load
 #   make bench       libslave comparison benchmark
 #   make clean
 
@@ -17,11 +18,11 @@ GO              ?= go
 FUZZTIME        ?= 2m
 FUZZ_SMOKE_TIME ?= 10s
 TEST_TIMEOUT    ?= 18m
-APT_PACKAGES    := mariadb-server mariadb-client
+APT_PACKAGES    := mariadb-server mariadb-client redis-server
 
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: all deps build test vet unit fuzz-smoke fuzz demo bench bench-snapshot clean
+.PHONY: all deps build test vet unit fuzz-smoke fuzz demo chaos bench bench-snapshot clean
 
 all: build test
 
@@ -34,6 +35,7 @@ deps:
 	{ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } || missing="$$missing mariadb-server"; \
 	command -v mariadb-install-db >/dev/null 2>&1 || [ -x /usr/bin/mariadb-install-db ] || missing="$$missing mariadb-server"; \
 	command -v mariadb >/dev/null 2>&1 || missing="$$missing mariadb-client"; \
+	{ command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; } || missing="$$missing redis-server"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
 	[ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
@@ -85,6 +87,12 @@ fuzz:
 
 demo: deps build
 	$(GO) run ./internal/demo
+
+# The long crash run: `sluice run` killed with -9 at $(CHAOS_KILLS) random
+# moments under continuous writes (make test runs a shorter version).
+CHAOS_KILLS ?= 20
+chaos: deps
+	SLUICE_KILLS=$(CHAOS_KILLS) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m -run 'Kill9|Outage' -v ./cmd/sluice ./pipeline
 
 bench: deps
 	$(GO) run ./cmd/sluice bench libslave

@@ -1,6 +1,8 @@
 // Command demo starts a throwaway MariaDB with a small shop workload and
-// runs `sluice tail` against it, printing every change as it commits. It
-// ends by itself after -duration, or on Ctrl-C, and leaves nothing running.
+// runs sluice's main job, `sluice run`, against it on the embedded
+// defaults: a snapshot of the rows already there, then every change as it
+// commits, to stdout and to a file sink, with a checkpoint file. It ends by
+// itself after -duration, or on Ctrl-C, and leaves nothing running.
 //
 //	make demo            # builds bin/sluice, then: go run ./internal/demo
 package main
@@ -14,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,8 +60,35 @@ func run(duration time.Duration, bin string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "demo: %s tail --source %s --tables 'shop.*' --from current\n", bin, db.URL())
-	tail := exec.Command(abs, "tail", "--source", db.URL(), "--tables", "shop.*", "--from", "current")
+	for i := 0; i < 3; i++ { // rows for the initial snapshot
+		if err := db.Exec(ctx, fmt.Sprintf("INSERT INTO shop.customers (name, email) VALUES ('first%d', 'first%d@example.com')", i, i)); err != nil {
+			return err
+		}
+	}
+	dir, err := os.MkdirTemp("", "sluice-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	config := filepath.Join(dir, "sluice.yaml")
+	yaml := fmt.Sprintf(`pipeline: demo
+source:
+  url: %s
+  tables: [shop.*]
+sinks:
+  - type: stdout
+  - type: file
+    file: {path: %s}
+checkpoint:
+  path: %s
+admin:
+  addr: 127.0.0.1:0
+`, db.URL(), filepath.Join(dir, "out", "changes.jsonl"), filepath.Join(dir, "demo.checkpoint.json"))
+	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "demo: %s run --config %s\n--- %s\n%s---\n", bin, config, config, yaml)
+	tail := exec.Command(abs, "run", "--config", config)
 	tail.Stdout, tail.Stderr = os.Stdout, os.Stderr
 	tail.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := tail.Start(); err != nil {
@@ -66,7 +96,7 @@ func run(duration time.Duration, bin string) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- tail.Wait() }()
-	time.Sleep(time.Second) // let tail connect at the current position
+	time.Sleep(time.Second) // let the snapshot run and the stream start
 
 	wctx, cancel := context.WithTimeout(ctx, duration)
 	defer cancel()
@@ -74,11 +104,22 @@ func run(duration time.Duration, bin string) error {
 	time.Sleep(time.Second) // let the last changes print
 	tail.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-done:
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("sluice run: %w", err)
+		}
 	case <-time.After(5 * time.Second):
 		tail.Process.Kill()
 		<-done
 	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "out", "changes.*.jsonl"))
+	lines := 0
+	for _, seg := range segs {
+		data, _ := os.ReadFile(seg)
+		lines += strings.Count(string(data), "\n")
+	}
+	ckpt, _ := os.ReadFile(filepath.Join(dir, "demo.checkpoint.json"))
+	fmt.Fprintf(os.Stderr, "demo: the file sink holds %d messages; the checkpoint says:\n%s", lines, ckpt)
 	return nil
 }
 
