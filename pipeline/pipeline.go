@@ -369,10 +369,11 @@ func (p *Pipeline) SnapshotProgress(ps []snapshot.TableProgress) {
 // batch is a Batch with what the pipeline needs to finish it.
 type batch struct {
 	Batch
-	buf   []byte
-	spans []span // Value and Key of each message within buf
-	txns  []*binlog.Txn
-	size  int // bytes counted against the buffer budget
+	buf     []byte
+	spans   []span // Value and Key of each message within buf
+	txns    []*binlog.Txn
+	size    int // bytes counted against the buffer budget
+	encoded int // bytes of the encoded messages
 	// end is the source position after the batch's last whole transaction
 	// and endSeq the last sequence number at that point; set when the
 	// batch holds a transaction end (or moves the snapshot on).
@@ -520,7 +521,7 @@ func (b *builder) flush(ctx context.Context) error {
 		bt.Messages[i].Value = bt.buf[s.v0:s.v1:s.v1]
 		bt.Messages[i].Key = bt.buf[s.k0:s.k1:s.k1]
 	}
-	bt.size = cap(bt.buf)
+	bt.size, bt.encoded = cap(bt.buf), len(bt.buf)
 	for _, t := range bt.txns {
 		bt.size += t.Bytes
 	}
@@ -607,9 +608,13 @@ func (w *writer) run(ctx context.Context) error {
 			if !ok {
 				return w.finish(ctx)
 			}
+			bt, closed := w.gather(bt)
 			if err := w.write(ctx, bt); err != nil {
 				w.err = err
 				return err
+			}
+			if closed {
+				return w.finish(ctx)
 			}
 		case <-ticker.C:
 			if err := w.save(ctx, false); err != nil {
@@ -623,6 +628,43 @@ func (w *writer) run(ctx context.Context) error {
 			return w.save(sctx, true)
 		}
 	}
+}
+
+// gather merges into bt the batches already waiting (up to four batch
+// sizes), so that a sink slower than the arrival of small batches writes
+// (and syncs) them together: group commit, which keeps latency low under
+// a steady load of small transactions.
+func (w *writer) gather(bt *batch) (_ *batch, closed bool) {
+	for bt.encoded < 4*w.p.cfg.BatchBytes {
+		select {
+		case nb, ok := <-w.in:
+			if !ok {
+				return bt, true
+			}
+			bt.merge(nb)
+		default:
+			return bt, false
+		}
+	}
+	return bt, false
+}
+
+func (bt *batch) merge(nb *batch) {
+	bt.Messages = append(bt.Messages, nb.Messages...)
+	bt.txns = append(bt.txns, nb.txns...)
+	bt.read = append(bt.read, nb.read...)
+	bt.size += nb.size
+	bt.encoded += nb.encoded
+	if nb.hasEnd {
+		bt.end, bt.endSeq, bt.hasEnd = nb.end, nb.endSeq, true
+	}
+	if nb.snapSet {
+		bt.snap, bt.snapSet = nb.snap, true
+	}
+	if !nb.commit.IsZero() {
+		bt.commit = nb.commit
+	}
+	bt.inSnapshot = bt.inSnapshot || nb.inSnapshot
 }
 
 func (w *writer) finish(ctx context.Context) error {
@@ -655,7 +697,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	st := &w.p.stats
 	st.messages.Add(uint64(len(bt.Messages)))
 	st.batches.Add(1)
-	st.bytes.Add(uint64(len(bt.buf)))
+	st.bytes.Add(uint64(bt.encoded))
 	if w.p.cfg.OnDelivered != nil {
 		w.p.cfg.OnDelivered(bt.read, now)
 	}

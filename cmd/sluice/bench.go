@@ -73,6 +73,6 @@ so its peak memory is its own. Prints rows/s, ratios and peak memory.`,
 		},
 	}
 	cmd.AddCommand(lib, child)
-	cmd.AddCommand(benchSnapshotCmd())
+	cmd.AddCommand(benchSnapshotCmd(), benchPipelineCmd())
 	return cmd
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,6 +91,13 @@ const longTableDDL = `CREATE TABLE long_table (
 
 // Prepare starts MariaDB and writes the four ranges.
 func Prepare(ctx context.Context, rows int, log io.Writer) (*testenv.MariaDB, []Range, error) {
+	return PrepareRanges(ctx, rows, nil, log)
+}
+
+// PrepareRanges starts MariaDB and writes the named ranges (all when
+// names is empty), in the order short_insert, long_insert, short_update,
+// long_update.
+func PrepareRanges(ctx context.Context, rows int, names []string, log io.Writer) (*testenv.MariaDB, []Range, error) {
 	db, err := testenv.Start(ctx, testenv.MariaDBOptions{
 		Extra: []string{"--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M", "--max-binlog-size=1G", "--max-allowed-packet=1G"},
 	})
@@ -115,6 +123,9 @@ func Prepare(ctx context.Context, rows int, log io.Writer) (*testenv.MariaDB, []
 	}
 	var ranges []Range
 	for _, s := range steps {
+		if len(names) > 0 && !slices.Contains(names, s.name) {
+			continue
+		}
 		from, err := masterPos(ctx, db)
 		if err != nil {
 			db.Close()
