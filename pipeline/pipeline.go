@@ -408,8 +408,15 @@ func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64) *builder {
 }
 
 func (b *builder) batch() *batch {
-	if b.cur == nil {
-		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/4)}
+	if b.cur != nil {
+		return b.cur
+	}
+	select {
+	case bt := <-b.w.free: // a written batch's memory, reused
+		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0]}
+		b.cur = bt
+	default:
+		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2)}
 	}
 	return b.cur
 }
@@ -417,10 +424,12 @@ func (b *builder) batch() *batch {
 // txn encodes one chunk into the current batch.
 func (b *builder) txn(ctx context.Context, t *binlog.Txn) error {
 	bt := b.batch()
-	now := b.p.cfg.Now()
-	bt.read = append(bt.read, now)
+	bt.read = append(bt.read, b.p.cfg.Now())
 	n := len(t.Changes)
 	for i := range t.Changes {
+		if t.Snapshot {
+			bt.inSnapshot = true
+		}
 		ch := &t.Changes[i]
 		seq := b.nextSeq
 		b.nextSeq++
@@ -449,6 +458,14 @@ func (b *builder) txn(ctx context.Context, t *binlog.Txn) error {
 		}
 		bt.Messages = append(bt.Messages, m)
 		bt.spans = append(bt.spans, span{int32(v0), int32(v1), int32(v1), int32(k1)})
+		if len(bt.buf) >= b.p.cfg.BatchBytes && i < n-1 {
+			// A big chunk spans batches; the chunk's memory goes back to
+			// the reader with the last of them (written after the others).
+			if err := b.flush(ctx); err != nil {
+				return err
+			}
+			bt = b.batch()
+		}
 	}
 	bt.txns = append(bt.txns, t)
 	if t.Last && !t.Snapshot && !t.End.IsZero() {
@@ -459,9 +476,6 @@ func (b *builder) txn(ctx context.Context, t *binlog.Txn) error {
 		if n > 0 || t.Chunk > 0 {
 			b.p.stats.txns.Add(1)
 		}
-	}
-	if t.Snapshot {
-		bt.inSnapshot = true
 	}
 	if len(bt.buf) >= b.p.cfg.BatchBytes || b.idle() {
 		return b.flush(ctx)
@@ -536,8 +550,10 @@ type writer struct {
 	skip  []uint64
 	offs  []string
 	in    chan *batch
-	// budget bounds the bytes of batches pushed and not yet written.
-	budget   chan struct{}
+	// free takes written batches back to the builder for reuse.
+	free chan *batch
+	// buffered is the bytes of batches pushed and not yet written; push
+	// waits on cond while it is over the budget.
 	mu       sync.Mutex
 	cond     *sync.Cond
 	buffered int
@@ -549,7 +565,7 @@ type writer struct {
 }
 
 func newWriter(p *Pipeline, cp *checkpoint.Checkpoint, epoch uint64, pl plan) *writer {
-	w := &writer{p: p, cp: cp, epoch: epoch, skip: pl.skip, offs: pl.offsets, in: make(chan *batch, 64)}
+	w := &writer{p: p, cp: cp, epoch: epoch, skip: pl.skip, offs: pl.offsets, in: make(chan *batch, 64), free: make(chan *batch, 4)}
 	w.cond = sync.NewCond(&w.mu)
 	if w.skip == nil {
 		w.skip = make([]uint64, len(p.cfg.Sinks))
@@ -745,7 +761,12 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	st.buffered.Add(-int64(bt.size))
 	// During a snapshot every batch is checkpointed: re-read rows cannot be
 	// told apart from new ones, so the window of repeats is kept short.
-	return w.save(ctx, bt.inSnapshot || bt.snapSet)
+	force := bt.inSnapshot || bt.snapSet
+	select {
+	case w.free <- bt:
+	default:
+	}
+	return w.save(ctx, force)
 }
 
 // writeSink writes bt's messages that sink i does not hold yet, retrying
