@@ -86,7 +86,8 @@ func aptInstall(installed func() bool, what string, pkgs ...string) error {
 		return fmt.Errorf("testenv: lock %s: %w", lockPath, err)
 	}
 	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) //nolint:errcheck
-	if installed() {                                   // installed by another process while we waited
+	// Another process may have installed it while we waited for the lock.
+	if installed() {
 		return nil
 	}
 

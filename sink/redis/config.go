@@ -1,0 +1,221 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Modes of the sink.
+const (
+	// ModeStream appends every message to a Redis stream per table.
+	ModeStream = "stream"
+	// ModeMaterialize keeps one hash per row equal to the source row.
+	ModeMaterialize = "materialize"
+)
+
+// Defaults of Config.
+const (
+	DefaultName              = "redis"
+	DefaultMode              = ModeStream
+	DefaultKey               = "{db}.{table}"
+	DefaultDialTimeout       = 5 * time.Second
+	DefaultWriteTimeout      = 10 * time.Second
+	DefaultMessagesPerScript = 1000
+	// MaxMessagesPerScript bounds messages_per_script: a script call holds
+	// its whole chunk in the server's memory and blocks the server while it
+	// runs.
+	MaxMessagesPerScript = 10000
+)
+
+// maxScriptBytes bounds the payload of one script call (keys and values
+// added up): a chunk is cut early when its messages are large, so that no
+// call comes near Redis's client query buffer limit (1 GiB) and no call
+// blocks the server for long.
+const maxScriptBytes = 8 << 20
+
+// Config of a Redis sink. The zero value of every field but Addr means its
+// default.
+type Config struct {
+	// Name is the sink's name in checkpoints, logs and metrics. Default
+	// "redis"; give each sink of a pipeline its own.
+	Name string `yaml:"name"`
+	// Addr is the server's host:port (required), e.g. "127.0.0.1:6379".
+	Addr string `yaml:"addr"`
+	// Username and Password authenticate (AUTH; Username for Redis 6 ACL
+	// users). Both optional.
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	// DB is the database number (SELECT); default 0.
+	DB int `yaml:"db"`
+	// TLS connects with TLS, verifying the server's certificate against the
+	// system's roots, or against CAFile when it is set. Setting CAFile
+	// turns TLS on.
+	TLS    bool   `yaml:"tls"`
+	CAFile string `yaml:"ca_file"`
+	// Mode is "stream" (default: XADD every message to a stream per table)
+	// or "materialize" (one hash per row, kept equal to the source row).
+	Mode string `yaml:"mode"`
+	// Key names a table's stream, or the prefix of its rows' hashes (then
+	// followed by ":" and the primary key JSON). Placeholders: {db},
+	// {table}, {source}. Default "{db}.{table}".
+	Key string `yaml:"key"`
+	// KeyPrefix is put before every key the sink writes, the high-water
+	// hash included, e.g. "cdc:". Default none.
+	KeyPrefix string `yaml:"key_prefix"`
+	// MaxLen caps each stream at about this many entries (XADD MAXLEN ~);
+	// 0 (default) keeps everything. Stream mode only.
+	MaxLen int64 `yaml:"max_len"`
+	// DialTimeout bounds connecting; default 5s.
+	DialTimeout time.Duration `yaml:"dial_timeout"`
+	// WriteTimeout bounds one command, from sending it to its reply
+	// (socket read and write deadlines); default 10s. A server that is down
+	// or stalled makes Write fail after at most about this long.
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// MessagesPerScript is how many messages one atomic script call
+	// applies; a larger batch takes several calls. Default 1000, at most
+	// 10000.
+	MessagesPerScript int `yaml:"messages_per_script"`
+	// WaitReplicas, when above 0, makes Write wait (WAIT) until that many
+	// replicas have received the batch, and fail if they do not within
+	// WriteTimeout. Default 0: the primary's own durability only.
+	WaitReplicas int `yaml:"wait_replicas"`
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Mode == "" {
+		c.Mode = DefaultMode
+	}
+	if c.Key == "" {
+		c.Key = DefaultKey
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.MessagesPerScript == 0 {
+		c.MessagesPerScript = DefaultMessagesPerScript
+	}
+	return c
+}
+
+// Validate names the field that is wrong and says what would be right.
+// Zero values are fine (they mean the defaults), except for Addr.
+func (c *Config) Validate() error {
+	if c.Addr == "" {
+		return errors.New("addr is required: the Redis server's host:port, e.g. addr: 127.0.0.1:6379")
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return fmt.Errorf("addr %q: must be host:port, e.g. 127.0.0.1:6379 (%v)", c.Addr, err)
+	}
+	if host == "" {
+		return fmt.Errorf("addr %q: the host is missing, e.g. 127.0.0.1:6379", c.Addr)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return fmt.Errorf("addr %q: port %q must be a number from 1 to 65535", c.Addr, port)
+	}
+	if c.DB < 0 {
+		return fmt.Errorf("db %d: must be 0 or more", c.DB)
+	}
+	switch c.Mode {
+	case "", ModeStream, ModeMaterialize:
+	default:
+		return fmt.Errorf("mode %q: must be %q or %q", c.Mode, ModeStream, ModeMaterialize)
+	}
+	if c.Key != "" {
+		if _, err := parseKeyTemplate(c.Key); err != nil {
+			return fmt.Errorf("key %q: %w", c.Key, err)
+		}
+	}
+	if strings.ContainsAny(c.KeyPrefix, "\r\n") {
+		return fmt.Errorf("key_prefix %q: must not contain line breaks", c.KeyPrefix)
+	}
+	if c.MaxLen < 0 {
+		return fmt.Errorf("max_len %d: must be 0 (keep everything) or more", c.MaxLen)
+	}
+	if c.MaxLen > 0 && c.Mode == ModeMaterialize {
+		return errors.New("max_len applies to mode stream only; remove it or set mode: stream")
+	}
+	if c.DialTimeout < 0 {
+		return fmt.Errorf("dial_timeout %s: must be positive, e.g. 5s", c.DialTimeout)
+	}
+	if c.WriteTimeout < 0 {
+		return fmt.Errorf("write_timeout %s: must be positive, e.g. 10s", c.WriteTimeout)
+	}
+	if c.MessagesPerScript < 0 || c.MessagesPerScript > MaxMessagesPerScript {
+		return fmt.Errorf("messages_per_script %d: must be from 1 to %d (0 means the default, %d)",
+			c.MessagesPerScript, MaxMessagesPerScript, DefaultMessagesPerScript)
+	}
+	if c.WaitReplicas < 0 {
+		return fmt.Errorf("wait_replicas %d: must be 0 (do not wait) or more", c.WaitReplicas)
+	}
+	return nil
+}
+
+// keyTemplate is a parsed Config.Key: literal text and placeholders.
+type keyTemplate []keyPart
+
+type keyPart struct {
+	lit   string
+	field byte // 0 for literal text, else 'd' (db), 't' (table), 's' (source)
+}
+
+func parseKeyTemplate(s string) (keyTemplate, error) {
+	var t keyTemplate
+	for s != "" {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			t = append(t, keyPart{lit: s})
+			break
+		}
+		if i > 0 {
+			t = append(t, keyPart{lit: s[:i]})
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			return nil, fmt.Errorf("unclosed %q: placeholders are {db}, {table} and {source}", s[i:])
+		}
+		switch name := s[i+1 : i+j]; name {
+		case "db":
+			t = append(t, keyPart{field: 'd'})
+		case "table":
+			t = append(t, keyPart{field: 't'})
+		case "source":
+			t = append(t, keyPart{field: 's'})
+		default:
+			return nil, fmt.Errorf("unknown placeholder {%s}: use {db}, {table} or {source}", name)
+		}
+		s = s[i+j+1:]
+	}
+	if len(t) == 0 {
+		return nil, errors.New("must not be empty")
+	}
+	return t, nil
+}
+
+// appendKey appends the expanded template.
+func (t keyTemplate) appendKey(dst []byte, db, table, source string) []byte {
+	for _, p := range t {
+		switch p.field {
+		case 'd':
+			dst = append(dst, db...)
+		case 't':
+			dst = append(dst, table...)
+		case 's':
+			dst = append(dst, source...)
+		default:
+			dst = append(dst, p.lit...)
+		}
+	}
+	return dst
+}
