@@ -122,7 +122,7 @@ func New(cfg Config) (*Pipeline, error) {
 	for _, s := range cfg.Sinks {
 		p.status.Sinks = append(p.status.Sinks, s.Name())
 	}
-	p.src = &source{cfg: cfg.Source, pipeline: cfg.Name, log: cfg.Logger, adds: make(chan addRequest)}
+	p.src = &source{cfg: cfg.Source, pipeline: cfg.Name, log: cfg.Logger}
 	return p, nil
 }
 

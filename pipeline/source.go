@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/position"
@@ -54,8 +55,12 @@ type source struct {
 	log      *slog.Logger
 	stream   *snapshot.Stream
 	reader   *binlog.Reader
-	// adds receives tables to snapshot while streaming (admin requests).
-	adds chan addRequest
+	// mu guards the admin requests waiting for the stream loop, and the
+	// cancel of the stream's current Next, which a request interrupts.
+	mu         sync.Mutex
+	pending    []addRequest
+	cancelNext context.CancelFunc
+	streaming  bool
 }
 
 type addRequest struct {
@@ -156,24 +161,38 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	sigDB, sigTable, _ := strings.Cut(s.cfg.SignalTable, ".")
 	only := mode == snapshot.ModeOnly
 	lastSaved := -1
+	defer s.stopStreaming()
 	for {
 		if only && len(st.Remaining()) == 0 {
 			return nil
 		}
-		select {
-		case req := <-s.adds:
+		// Admin requests interrupt a waiting Next (it is safe to cancel:
+		// nothing is consumed) and are served between transactions.
+		s.mu.Lock()
+		reqs := s.pending
+		s.pending = nil
+		s.streaming = true
+		nctx, cancel := context.WithCancel(ctx)
+		s.cancelNext = cancel
+		s.mu.Unlock()
+		for _, req := range reqs {
 			err := st.AddTable(ctx, req.db, req.table, req.where)
 			req.done <- err
 			if err == nil {
 				s.log.Info("incremental snapshot started", "table", req.db+"."+req.table)
 			}
-			continue
-		default:
 		}
-		txn, err := st.Next(ctx)
+		txn, err := st.Next(nctx)
+		s.mu.Lock()
+		s.cancelNext = nil
+		s.mu.Unlock()
+		cancel()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil
+			}
+			if errors.Is(err, context.Canceled) && ctx.Err() == nil {
+				continue // an admin request
 			}
 			return err
 		}
@@ -203,14 +222,30 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	}
 }
 
+// stopStreaming answers requests that came too late.
+func (s *source) stopStreaming() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.streaming = false
+	for _, req := range s.pending {
+		req.done <- errors.New("the pipeline is stopping")
+	}
+	s.pending = nil
+}
+
 // addTable asks the running stream to snapshot a table incrementally.
 func (s *source) addTable(ctx context.Context, db, table, where string) error {
 	req := addRequest{db: db, table: table, where: where, done: make(chan error, 1)}
-	select {
-	case s.adds <- req:
-	case <-ctx.Done():
-		return ctx.Err()
+	s.mu.Lock()
+	if !s.streaming {
+		s.mu.Unlock()
+		return errors.New("the pipeline is not streaming yet (it is starting or taking its initial snapshot); try again once it streams")
 	}
+	s.pending = append(s.pending, req)
+	if s.cancelNext != nil {
+		s.cancelNext()
+	}
+	s.mu.Unlock()
 	select {
 	case err := <-req.done:
 		return err
