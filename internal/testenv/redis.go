@@ -255,7 +255,8 @@ func (r *Redis) conf() string {
 		`save ""`,
 		"appendonly yes",
 		"appendfsync always",
-		"databases 16",
+		// A replica started by a test syncs at once, not after 5 s.
+		"repl-diskless-sync-delay 0",
 		"",
 	}, "\n")
 }
@@ -389,13 +390,23 @@ func (r *Redis) stopLocked(grace time.Duration) error {
 		return nil
 	}
 	if grace > 0 {
-		if err := p.signal(syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("testenv: SIGTERM redis-server %d: %w", p.pid, err)
-		}
-		select {
-		case <-p.done:
-			return nil
-		case <-time.After(grace):
+		// Redis refuses a shutdown while it writes its first AOF (say,
+		// right after a replica's initial sync); ask again until it goes.
+		deadline := time.After(grace)
+		tick := time.NewTicker(500 * time.Millisecond)
+		defer tick.Stop()
+	wait:
+		for {
+			if err := p.signal(syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("testenv: SIGTERM redis-server %d: %w", p.pid, err)
+			}
+			select {
+			case <-p.done:
+				return nil
+			case <-deadline:
+				break wait
+			case <-tick.C:
+			}
 		}
 	}
 	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {

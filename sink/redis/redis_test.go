@@ -708,3 +708,72 @@ func TestKeyTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitReplicas runs a second server as a replica: with wait_replicas 1
+// a Write succeeds while it follows, and fails once it is stopped.
+func TestWaitReplicas(t *testing.T) {
+	ctx := testCtx(t)
+	primary := testenv.StartRedis(t)
+	replica := testenv.StartRedis(t)
+	rc := newClient(t, replica.Addr())
+	if err := rc.ReplicaOf(ctx, primary.Host, strconv.Itoa(primary.Port)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica did not connect: %s %v", info, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s, err := New(Config{Addr: primary.Addr(), WaitReplicas: 1, WriteTimeout: 500 * time.Millisecond}, "p1", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Recover(ctx, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: streamMsgs(1, 5)}); err != nil {
+		t.Fatalf("Write with a live replica: %v", err)
+	}
+	if err := replica.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: streamMsgs(6, 10)})
+	if err == nil || !strings.Contains(err.Error(), "wait_replicas") {
+		t.Fatalf("Write with the replica down: %v, want a wait_replicas error", err)
+	}
+}
+
+// TestWarnings: Recover warns when the server can lose acknowledged
+// writes, and when it holds less than the checkpoint says.
+func TestWarnings(t *testing.T) {
+	ctx := testCtx(t)
+	r := testenv.StartRedis(t)
+	c := newClient(t, r.Addr())
+	if err := c.ConfigSet(ctx, "appendfsync", "everysec").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	s, err := New(Config{Addr: r.Addr()}, "p1", slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec, err := s.Recover(ctx, 1, "42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.MaxSeq != 0 || rec.Offset != "0" {
+		t.Fatalf("Recover = %+v", rec)
+	}
+	for _, want := range []string{"appendfsync=everysec", "redis_seq=0 checkpoint_seq=42"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("logs lack %q:\n%s", want, logs.String())
+		}
+	}
+}
