@@ -1,0 +1,346 @@
+package nats
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultName            = "nats"
+	DefaultSubject         = "sluice.{db}.{table}"
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultReplicas        = 1
+	DefaultConnectTimeout  = 5 * time.Second
+	DefaultAckTimeout      = 10 * time.Second
+	DefaultMaxPending      = 4096
+	// MaxReplicas is JetStream's limit on a stream's replicas.
+	MaxReplicas = 5
+)
+
+// DefaultStream returns the default stream name of a pipeline:
+// "sluice-<pipeline>".
+func DefaultStream(pipeline string) string { return "sluice-" + pipeline }
+
+// Config of a NATS JetStream sink. The zero value of every field but URL
+// means its default.
+type Config struct {
+	// Name is the sink's name in checkpoints, logs and metrics. Default
+	// "nats"; give each sink of a pipeline its own.
+	Name string `yaml:"name"`
+	// URL is the server to connect to (required), e.g.
+	// nats://127.0.0.1:4222; several, comma-separated, for a cluster.
+	// Schemes: nats, tls, ws, wss.
+	URL string `yaml:"url"`
+	// Stream is the JetStream stream the sink writes to and owns: nothing
+	// else may publish to it. Default "sluice-<pipeline>". It is created
+	// when missing (file storage, Replicas, DuplicateWindow, subjects
+	// "<prefix>.>" from Subject).
+	Stream string `yaml:"stream"`
+	// Subject is the template of each table's subject. Placeholders:
+	// {db}, {table}, {source}. It must start with a literal token (the
+	// stream's subjects are that prefix followed by ".>"). Default
+	// "sluice.{db}.{table}".
+	Subject string `yaml:"subject"`
+	// DuplicateWindow is the stream's de-duplication window (Nats-Msg-Id),
+	// used when the sink creates the stream. Default 2m.
+	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	// Replicas is the stream's replica count (1 to 5), used when the sink
+	// creates the stream. Default 1.
+	Replicas int `yaml:"replicas"`
+	// CredsFile authenticates with a NATS credentials file (JWT and NKey).
+	CredsFile string `yaml:"creds_file"`
+	// User and Password authenticate with a user name and password.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// Token authenticates with a token.
+	Token string `yaml:"token"`
+	// TLS verifies the server against CAFile and, with CertFile and
+	// KeyFile, authenticates the client. Setting CAFile or CertFile turns
+	// TLS on; a tls:// URL does too (then verified against the system's
+	// roots).
+	TLS TLSConfig `yaml:"tls"`
+	// ConnectTimeout bounds connecting to a server. Default 5s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	// AckTimeout bounds the wait for each message's acknowledgement and
+	// each JetStream API request: a server that is down or stalled makes
+	// Write fail after about this long. Default 10s.
+	AckTimeout time.Duration `yaml:"ack_timeout"`
+	// MaxPending is how many messages may await their acknowledgement at
+	// once. Default 4096.
+	MaxPending int `yaml:"max_pending"`
+}
+
+// TLSConfig is the tls block of Config.
+type TLSConfig struct {
+	// CAFile is a PEM file of the certificate authorities to trust.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client's certificate and key (PEM),
+	// for servers that verify clients.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// withDefaults returns c with every zero field but Stream set to its
+// default (Stream's depends on the pipeline's name).
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Subject == "" {
+		c.Subject = DefaultSubject
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	if c.AckTimeout == 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	return c
+}
+
+// Validate names the field that is wrong and says what would be right.
+// Zero values are fine (they mean the defaults), except for URL.
+func (c *Config) Validate() error {
+	if strings.TrimSpace(c.URL) == "" {
+		return errors.New("url is required: the NATS server to write to, e.g. url: nats://127.0.0.1:4222")
+	}
+	for _, u := range strings.Split(c.URL, ",") {
+		u = strings.TrimSpace(u)
+		p, err := url.Parse(u)
+		if err != nil || p.Host == "" {
+			return fmt.Errorf("url %q: %q is not a server URL like nats://127.0.0.1:4222", c.URL, u)
+		}
+		switch p.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("url %q: scheme %q must be nats, tls, ws or wss (e.g. nats://127.0.0.1:4222)", c.URL, p.Scheme)
+		}
+	}
+	if c.Stream != "" {
+		if err := checkStreamName(c.Stream); err != nil {
+			return fmt.Errorf("stream %q: %w", c.Stream, err)
+		}
+	}
+	if c.Subject != "" {
+		if _, err := parseSubject(c.Subject); err != nil {
+			return fmt.Errorf("subject %q: %w", c.Subject, err)
+		}
+	}
+	if c.DuplicateWindow < 0 {
+		return fmt.Errorf("duplicate_window %s: must be positive, e.g. 2m", c.DuplicateWindow)
+	}
+	if c.Replicas < 0 || c.Replicas > MaxReplicas {
+		return fmt.Errorf("replicas %d: must be from 1 to %d", c.Replicas, MaxReplicas)
+	}
+	auth := 0
+	if c.CredsFile != "" {
+		auth++
+	}
+	if c.User != "" || c.Password != "" {
+		auth++
+		if c.User == "" {
+			return errors.New("password is set but user is not: set both, or neither")
+		}
+	}
+	if c.Token != "" {
+		auth++
+	}
+	if auth > 1 {
+		return errors.New("creds_file, user/password and token are exclusive: set one way to authenticate")
+	}
+	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
+		return errors.New("tls: cert_file and key_file go together: set both for a client certificate, or neither")
+	}
+	if c.ConnectTimeout < 0 {
+		return fmt.Errorf("connect_timeout %s: must be positive, e.g. 5s", c.ConnectTimeout)
+	}
+	if c.AckTimeout < 0 {
+		return fmt.Errorf("ack_timeout %s: must be positive, e.g. 10s", c.AckTimeout)
+	}
+	if c.MaxPending < 0 {
+		return fmt.Errorf("max_pending %d: must be positive, e.g. %d", c.MaxPending, DefaultMaxPending)
+	}
+	return nil
+}
+
+// checkStreamName says why name cannot name a JetStream stream.
+func checkStreamName(name string) error {
+	if name == "" {
+		return errors.New("is empty")
+	}
+	if len(name) > 255 {
+		return errors.New("is longer than 255 bytes")
+	}
+	if i := strings.IndexAny(name, ".*> \t\r\n/\\"); i >= 0 {
+		return fmt.Errorf("contains %q: stream names may not contain '.', '*', '>', '/', '\\' or white space", name[i])
+	}
+	return nil
+}
+
+// Placeholders of the subject template.
+const (
+	partLiteral = iota
+	partDB
+	partTable
+	partSource
+)
+
+// subjectTemplate is a parsed Config.Subject.
+type subjectTemplate struct {
+	parts []subjectPart
+	// filter is the stream subject that covers every rendered subject:
+	// the literal tokens before the first placeholder followed by ".>",
+	// or the template itself when it has no placeholders.
+	filter string
+	// pattern matches exactly the rendered subjects: the template with
+	// each token that holds a placeholder replaced by "*". An existing
+	// stream must take it.
+	pattern string
+}
+
+type subjectPart struct {
+	kind int
+	lit  string
+}
+
+// parseSubject parses a subject template such as "sluice.{db}.{table}".
+func parseSubject(tmpl string) (subjectTemplate, error) {
+	var t subjectTemplate
+	var prefix, pattern []string
+	placeholders := false
+	for _, tok := range strings.Split(tmpl, ".") {
+		if tok == "" {
+			return t, errors.New("has an empty token (two dots in a row, or a dot at an end)")
+		}
+		if i := strings.IndexAny(tok, "*> \t\r\n"); i >= 0 {
+			return t, fmt.Errorf("token %q contains %q: subject tokens may not contain wildcards or white space", tok, tok[i])
+		}
+		if !strings.Contains(tok, "{") && !strings.Contains(tok, "}") {
+			if !placeholders {
+				prefix = append(prefix, tok)
+			}
+			pattern = append(pattern, tok)
+			continue
+		}
+		placeholders = true
+		pattern = append(pattern, "*")
+	}
+	if len(prefix) == 0 {
+		return t, errors.New("must start with a literal token, e.g. sluice.{db}.{table}: the stream's subjects are that prefix followed by .>")
+	}
+	rest := tmpl
+	for rest != "" {
+		i := strings.IndexByte(rest, '{')
+		if i < 0 {
+			if strings.Contains(rest, "}") {
+				return t, errors.New("has a '}' without '{'")
+			}
+			t.parts = appendLiteral(t.parts, rest)
+			break
+		}
+		if strings.Contains(rest[:i], "}") {
+			return t, errors.New("has a '}' without '{'")
+		}
+		t.parts = appendLiteral(t.parts, rest[:i])
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			return t, errors.New("has a '{' without '}'")
+		}
+		switch name := rest[i+1 : i+j]; name {
+		case "db":
+			t.parts = append(t.parts, subjectPart{kind: partDB})
+		case "table":
+			t.parts = append(t.parts, subjectPart{kind: partTable})
+		case "source":
+			t.parts = append(t.parts, subjectPart{kind: partSource})
+		default:
+			return t, fmt.Errorf("unknown placeholder {%s}: use {db}, {table} or {source}", name)
+		}
+		rest = rest[i+j+1:]
+	}
+	t.pattern = strings.Join(pattern, ".")
+	if placeholders {
+		t.filter = strings.Join(prefix, ".") + ".>"
+	} else {
+		t.filter = tmpl
+	}
+	return t, nil
+}
+
+func appendLiteral(parts []subjectPart, s string) []subjectPart {
+	if s == "" {
+		return parts
+	}
+	return append(parts, subjectPart{kind: partLiteral, lit: s})
+}
+
+// render returns the subject of a table. Names are made safe as subject
+// tokens: '.', '*', '>' and white space become '_', and an empty name
+// becomes "_".
+func (t *subjectTemplate) render(dst []byte, source, db, table string) []byte {
+	for _, p := range t.parts {
+		switch p.kind {
+		case partLiteral:
+			dst = append(dst, p.lit...)
+		case partDB:
+			dst = appendToken(dst, db)
+		case partTable:
+			dst = appendToken(dst, table)
+		case partSource:
+			dst = appendToken(dst, source)
+		}
+	}
+	return dst
+}
+
+func appendToken(dst []byte, s string) []byte {
+	if s == "" {
+		return append(dst, '_')
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '.' || c == '*' || c == '>' || c <= ' ' || c == 0x7f:
+			c = '_'
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// subjectCovers reports whether the stream subject filter f matches every
+// subject that s matches (s may hold wildcards).
+func subjectCovers(f, s string) bool {
+	ft := strings.Split(f, ".")
+	st := strings.Split(s, ".")
+	for i, tok := range ft {
+		if tok == ">" {
+			return i < len(st)
+		}
+		if i >= len(st) {
+			return false
+		}
+		switch {
+		case tok == "*":
+			if st[i] == ">" {
+				return false
+			}
+		case tok != st[i]:
+			return false
+		}
+	}
+	return len(ft) == len(st)
+}

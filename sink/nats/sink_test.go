@@ -1,0 +1,584 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gonats "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+const testPipeline = "p1"
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func newSink(t testing.TB, url string, cfg Config) *Sink {
+	t.Helper()
+	cfg.URL = url
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 3 * time.Second
+	}
+	cfg.ConnectTimeout = time.Second
+	s, err := New(cfg, testPipeline, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func endAt(seq uint64) *position.Position {
+	return &position.Position{File: "mysql-bin.000001", Offset: uint32(seq * 100), GTIDs: "0-1-" + strconv.FormatUint(seq, 10), Flavor: position.MariaDB}
+}
+
+// batch returns messages first..last of epoch, from source "src", on two
+// tables; every third message and the last end a transaction.
+func batch(epoch, first, last uint64) *pipeline.Batch {
+	b := &pipeline.Batch{Epoch: epoch}
+	for seq := first; seq <= last; seq++ {
+		m := pipeline.Message{
+			Seq:    seq,
+			Source: "src",
+			DB:     "shop",
+			Table:  "orders",
+			Op:     binlog.OpInsert,
+			Key:    []byte(`{"id":` + strconv.FormatUint(seq, 10) + `}`),
+		}
+		if seq%2 == 0 {
+			m.Table = "order.lines" // a dot: made safe in the subject
+		}
+		if seq%3 == 0 || seq == last {
+			m.End = endAt(seq)
+		}
+		m.Value = value(m.Key, seq, epoch, m.End)
+		b.Messages = append(b.Messages, m)
+	}
+	return b
+}
+
+// value is a change line of about 300 bytes.
+func value(key []byte, seq, epoch uint64, end *position.Position) []byte {
+	v := fmt.Sprintf(`{"before":null,"after":{"id":%s,"customer":"customer-%06d","note":"%s"},"source":{"name":"src","db":"shop","table":"orders"},"op":"c","ts_ms":1700000000000,"sluice":{"seq":%d,"epoch":%d`,
+		key[6:len(key)-1], seq, strings.Repeat("x", 120), seq, epoch)
+	if end != nil {
+		v += `,"end":` + string(pipeline.AppendEnd(nil, end))
+	}
+	return []byte(v + "}}")
+}
+
+type stored struct {
+	subject string
+	sseq    uint64
+	data    string
+	header  gonats.Header
+}
+
+// readStream returns every message of the stream, with data and headers,
+// read over a connection of its own.
+func readStream(t testing.TB, url, stream string) []stored {
+	t.Helper()
+	ctx := testCtx(t)
+	nc, err := gonats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := st.CachedInfo().State
+	if state.Msgs == 0 {
+		return nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Stop()
+	var out []stored
+	for {
+		m, err := it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, stored{m.Subject(), md.Sequence.Stream, string(m.Data()), m.Headers()})
+		if md.Sequence.Stream >= state.LastSeq {
+			return out
+		}
+	}
+}
+
+// seqs returns the sluice-seq header of each stored message.
+func seqs(t testing.TB, ms []stored) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, m := range ms {
+		n, err := strconv.ParseUint(m.header.Get(pipeline.HeaderSeq), 10, 64)
+		if err != nil {
+			t.Fatalf("stream seq %d: %v", m.sseq, err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func seqRange(first, last uint64) []uint64 {
+	var out []uint64
+	for s := first; s <= last; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+func equalSeqs(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func mustRecover(t testing.TB, s *Sink, epoch uint64, offset string) pipeline.Recovery {
+	t.Helper()
+	rec, err := s.Recover(testCtx(t), epoch, offset)
+	if err != nil {
+		t.Fatalf("Recover(%d, %q): %v", epoch, offset, err)
+	}
+	return rec
+}
+
+func mustWrite(t testing.TB, s *Sink, b *pipeline.Batch) string {
+	t.Helper()
+	off, err := s.Write(testCtx(t), b)
+	if err != nil {
+		t.Fatalf("Write(seq %d..%d): %v", b.FirstSeq(), b.LastSeq(), err)
+	}
+	return off
+}
+
+func TestRoundTrip(t *testing.T) {
+	n := testenv.StartNATS(t)
+	s := newSink(t, n.URL(), Config{})
+	rec := mustRecover(t, s, 1, "")
+	if rec.MaxSeq != 0 || rec.Offset != "0" || len(rec.Ends) != 0 {
+		t.Fatalf("Recover on a new stream = %+v, want nothing at offset 0", rec)
+	}
+	b1, b2 := batch(1, 1, 5), batch(1, 6, 10)
+	if off := mustWrite(t, s, b1); off != "5" {
+		t.Fatalf("offset after 5 messages = %q, want 5", off)
+	}
+	if off := mustWrite(t, s, b2); off != "10" {
+		t.Fatalf("offset after 10 messages = %q, want 10", off)
+	}
+	if off := mustWrite(t, s, &pipeline.Batch{Epoch: 1}); off != "10" {
+		t.Fatalf("offset after an empty batch = %q, want 10", off)
+	}
+
+	got := readStream(t, n.URL(), "sluice-"+testPipeline)
+	want := append(b1.Messages, b2.Messages...)
+	if len(got) != len(want) {
+		t.Fatalf("stream holds %d messages, want %d", len(got), len(want))
+	}
+	for i, m := range want {
+		g := got[i]
+		subj := "sluice.shop.orders"
+		if m.Seq%2 == 0 {
+			subj = "sluice.shop.order_lines"
+		}
+		if g.subject != subj {
+			t.Errorf("message %d: subject %q, want %q", m.Seq, g.subject, subj)
+		}
+		if g.sseq != uint64(i+1) {
+			t.Errorf("message %d: stream sequence %d, want %d", m.Seq, g.sseq, i+1)
+		}
+		if g.data != string(m.Value) {
+			t.Errorf("message %d: data\n%s\nwant\n%s", m.Seq, g.data, m.Value)
+		}
+		wantHdr := map[string]string{
+			jetstream.MsgIDHeader: fmt.Sprintf("%s:1:%d", testPipeline, m.Seq),
+			pipeline.HeaderSeq:    strconv.FormatUint(m.Seq, 10),
+			pipeline.HeaderEpoch:  "1",
+			pipeline.HeaderSource: "src",
+			pipeline.HeaderEnd:    "",
+		}
+		if m.End != nil {
+			wantHdr[pipeline.HeaderEnd] = string(pipeline.AppendEnd(nil, m.End))
+		}
+		for k, v := range wantHdr {
+			if g.header.Get(k) != v {
+				t.Errorf("message %d: header %s = %q, want %q", m.Seq, k, g.header.Get(k), v)
+			}
+		}
+		if m.End != nil {
+			p, err := pipeline.ParseEnd([]byte(g.header.Get(pipeline.HeaderEnd)))
+			if err != nil || *p != *m.End {
+				t.Errorf("message %d: end %+v (%v), want %+v", m.Seq, p, err, m.End)
+			}
+		}
+	}
+}
+
+func TestRecover(t *testing.T) {
+	n := testenv.StartNATS(t)
+	s := newSink(t, n.URL(), Config{})
+	mustRecover(t, s, 1, "")
+	early := batch(1, 1, 5)
+	for i := range early.Messages {
+		early.Messages[i].Source = "early"
+	}
+	off5 := mustWrite(t, s, early)
+	mustWrite(t, s, batch(1, 6, 10))
+	mustWrite(t, s, batch(1, 11, 11)) // ends at 11, after the last 3-multiple (9)
+	s.Close()
+
+	// A new process, as after a restart.
+	s2 := newSink(t, n.URL(), Config{})
+	all := mustRecover(t, s2, 1, "")
+	if all.MaxSeq != 11 || all.Offset != "11" {
+		t.Fatalf("Recover from \"\": MaxSeq %d offset %q, want 11 and 11", all.MaxSeq, all.Offset)
+	}
+	if e := all.Ends["src"]; e.Seq != 11 || e.Pos != *endAt(11) {
+		t.Fatalf("Recover from \"\": end %+v, want seq 11 at %+v", e, endAt(11))
+	}
+	if e := all.Ends["early"]; e.Seq != 5 || e.Pos != *endAt(5) {
+		t.Fatalf("Recover from \"\": end of source early %+v, want seq 5", e)
+	}
+
+	after := mustRecover(t, s2, 1, off5)
+	if after.MaxSeq != 11 || after.Offset != "11" || after.Ends["src"].Seq != 11 {
+		t.Fatalf("Recover from %s: %+v, want MaxSeq 11, offset 11, end at 11", off5, after)
+	}
+	if _, ok := after.Ends["early"]; ok || len(after.Ends) != 1 {
+		t.Fatalf("Recover from %s reports ends %+v: only source src wrote after it", off5, after.Ends)
+	}
+
+	// Only what is after the offset counts: after 11 there is nothing.
+	none := mustRecover(t, s2, 1, "11")
+	if none.MaxSeq != 0 || len(none.Ends) != 0 || none.Offset != "11" {
+		t.Fatalf("Recover from the end: %+v, want nothing at offset 11", none)
+	}
+
+	// Recover with a checkpoint that ends before a transaction's end.
+	s3 := newSink(t, n.URL(), Config{})
+	r := mustRecover(t, s3, 2, "9")
+	if r.MaxSeq != 11 || r.Ends["src"].Seq != 11 || r.Ends["src"].Pos != *endAt(11) {
+		t.Fatalf("Recover from 9: %+v", r)
+	}
+	// and it writes on under the new epoch
+	if off := mustWrite(t, s3, batch(2, 12, 13)); off != "13" {
+		t.Fatalf("offset %q, want 13", off)
+	}
+
+	if _, err := s3.Recover(testCtx(t), 2, "nine"); err == nil || !strings.Contains(err.Error(), "not a stream sequence number") {
+		t.Fatalf("Recover with a bad offset: %v", err)
+	}
+}
+
+func TestDedupeResentBatch(t *testing.T) {
+	n := testenv.StartNATS(t)
+	s := newSink(t, n.URL(), Config{})
+	mustRecover(t, s, 1, "")
+	b := batch(1, 1, 5)
+	if off := mustWrite(t, s, b); off != "5" {
+		t.Fatalf("offset %q, want 5", off)
+	}
+	// The same batch again: every message is a duplicate (Nats-Msg-Id).
+	if off := mustWrite(t, s, b); off != "5" {
+		t.Fatalf("offset after a re-sent batch %q, want 5", off)
+	}
+	// After a Recover, as the pipeline would retry: the batch overlaps
+	// what is stored (3..5) and goes beyond it (6..7).
+	mustRecover(t, s, 1, "")
+	if off := mustWrite(t, s, batch(1, 3, 7)); off != "7" {
+		t.Fatalf("offset after an overlapping batch %q, want 7", off)
+	}
+	got := seqs(t, readStream(t, n.URL(), s.Stream()))
+	if !equalSeqs(got, seqRange(1, 7)) {
+		t.Fatalf("stream holds seqs %v, want 1..7 once each", got)
+	}
+}
+
+func TestZombieIsFenced(t *testing.T) {
+	n := testenv.StartNATS(t)
+	old := newSink(t, n.URL(), Config{})
+	mustRecover(t, old, 1, "")
+	mustWrite(t, old, batch(1, 1, 3))
+
+	// A new leader takes over, and writes.
+	leader := newSink(t, n.URL(), Config{})
+	rec := mustRecover(t, leader, 2, "")
+	if rec.MaxSeq != 3 {
+		t.Fatalf("new leader recovered MaxSeq %d, want 3", rec.MaxSeq)
+	}
+	mustWrite(t, leader, batch(2, 4, 5))
+
+	// The old leader still believes it leads: its batch is longer than
+	// what the new leader wrote, so later messages of it expect stream
+	// sequences that exist now; none may be stored.
+	_, err := old.Write(testCtx(t), batch(1, 4, 10))
+	if !errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("zombie Write: %v, want ErrFenced", err)
+	}
+	got := readStream(t, n.URL(), old.Stream())
+	if s := seqs(t, got); !equalSeqs(s, seqRange(1, 5)) {
+		t.Fatalf("stream holds seqs %v, want 1..5", s)
+	}
+	for _, m := range got[3:] {
+		if e := m.header.Get(pipeline.HeaderEpoch); e != "2" {
+			t.Fatalf("stream sequence %d has epoch %s: the zombie wrote after the new leader", m.sseq, e)
+		}
+	}
+	// Its Recover is refused too, from any offset.
+	for _, off := range []string{"", "3", "5"} {
+		if _, err := old.Recover(testCtx(t), 1, off); !errors.Is(err, pipeline.ErrFenced) {
+			t.Fatalf("zombie Recover(1, %q): %v, want ErrFenced", off, err)
+		}
+	}
+	// and the leader goes on.
+	mustRecover(t, leader, 2, "5")
+	if off := mustWrite(t, leader, batch(2, 6, 6)); off != "6" {
+		t.Fatalf("leader offset %q, want 6", off)
+	}
+}
+
+// A Write after the stream moved on under the same epoch (a late write of
+// the same leader, or a second process of it) fails with a retryable
+// error. The id chain keeps the stream consistent: a message of an epoch
+// is stored only right after its predecessor (seq-1) of the same epoch,
+// so the batch's tail may land after the other copy of seq 3, never a
+// second copy of anything.
+func TestWriteAfterSameEpochAppendIsRetryable(t *testing.T) {
+	n := testenv.StartNATS(t)
+	a := newSink(t, n.URL(), Config{})
+	mustRecover(t, a, 1, "")
+	mustWrite(t, a, batch(1, 1, 2))
+
+	b := newSink(t, n.URL(), Config{})
+	mustRecover(t, b, 1, "")
+	mustWrite(t, b, batch(1, 3, 3))
+
+	_, err := a.Write(testCtx(t), batch(1, 3, 6))
+	if err == nil || errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("Write after a same-epoch append: %v, want a retryable error", err)
+	}
+	if _, err := a.Write(testCtx(t), batch(1, 7, 7)); err == nil {
+		t.Fatal("Write after a failed Write without Recover succeeded")
+	}
+	rec := mustRecover(t, a, 1, "2")
+	mustWrite(t, a, batch(1, rec.MaxSeq+1, 8))
+	if s := seqs(t, readStream(t, n.URL(), a.Stream())); !equalSeqs(s, seqRange(1, 8)) {
+		t.Fatalf("stream holds seqs %v, want 1..8 once each", s)
+	}
+}
+
+// The same for a different epoch that is not higher (an older leader's
+// late write): retryable, and the stream stays in order.
+func TestWriteAfterOlderEpochAppendIsRetryable(t *testing.T) {
+	n := testenv.StartNATS(t)
+	old := newSink(t, n.URL(), Config{})
+	mustRecover(t, old, 1, "")
+	mustWrite(t, old, batch(1, 1, 2))
+
+	cur := newSink(t, n.URL(), Config{})
+	mustRecover(t, cur, 2, "")
+	mustWrite(t, old, batch(1, 3, 3)) // lands after cur's Recover
+
+	_, err := cur.Write(testCtx(t), batch(2, 3, 6))
+	if err == nil || errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("Write after an older epoch's append: %v, want a retryable error", err)
+	}
+	rec := mustRecover(t, cur, 2, "2")
+	if rec.MaxSeq != 3 {
+		t.Fatalf("Recover: MaxSeq %d, want 3 (nothing of the refused batch stored)", rec.MaxSeq)
+	}
+	mustWrite(t, cur, batch(2, 4, 6))
+	if s := seqs(t, readStream(t, n.URL(), cur.Stream())); !equalSeqs(s, seqRange(1, 6)) {
+		t.Fatalf("stream holds seqs %v, want 1..6", s)
+	}
+}
+
+// recoverUntil retries Recover (while the client reconnects) as the
+// pipeline does.
+func recoverUntil(t *testing.T, s *Sink, epoch uint64, offset string) pipeline.Recovery {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		rec, err := s.Recover(testCtx(t), epoch, offset)
+		if err == nil {
+			return rec
+		}
+		if errors.Is(err, pipeline.ErrFenced) || time.Now().After(deadline) {
+			t.Fatalf("Recover after the restart: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestServerOutage(t *testing.T) {
+	n := testenv.StartNATS(t)
+	s := newSink(t, n.URL(), Config{AckTimeout: 2 * time.Second})
+	mustRecover(t, s, 1, "")
+	off := mustWrite(t, s, batch(1, 1, 100))
+
+	// Down before the Write.
+	n.Shutdown()
+	if _, err := s.Write(testCtx(t), batch(1, 101, 2000)); err == nil {
+		t.Fatal("Write with the server down succeeded")
+	} else {
+		t.Logf("Write with the server down: %v", err)
+	}
+	if _, err := s.Recover(testCtx(t), 1, off); err == nil {
+		t.Fatal("Recover with the server down succeeded")
+	}
+	n.Restart()
+	rec := recoverUntil(t, s, 1, off)
+	off = mustWrite(t, s, batch(1, max(rec.MaxSeq, 100)+1, 2000))
+	if off != "2000" {
+		t.Fatalf("offset after the outage %q, want 2000", off)
+	}
+
+	// Down in the middle of a Write: part of the batch is stored (how
+	// much depends on timing); recovery finds it and nothing is lost or
+	// stored twice.
+	watcher, err := gonats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wjs, _ := jetstream.New(watcher)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		defer watcher.Close()
+		ctx := testCtx(t)
+		for {
+			info, err := wjs.Stream(ctx, s.Stream())
+			if err != nil || info.CachedInfo().State.LastSeq > 2000 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		n.Shutdown()
+	}()
+	_, werr := s.Write(testCtx(t), batch(1, 2001, 12000))
+	<-stopped
+	t.Logf("Write stopped mid-way: %v", werr)
+	n.Restart()
+	rec = recoverUntil(t, s, 1, off)
+	t.Logf("after the restart the stream holds up to seq %d", rec.MaxSeq)
+	mustWrite(t, s, batch(1, max(rec.MaxSeq, 2000)+1, 12000))
+	if got := seqs(t, readStream(t, n.URL(), s.Stream())); !equalSeqs(got, seqRange(1, 12000)) {
+		t.Fatalf("stream holds %d messages, want seqs 1..12000 once each", len(got))
+	}
+}
+
+func TestStreamSubjectsChecked(t *testing.T) {
+	n := testenv.StartNATS(t)
+	ctx := testCtx(t)
+	nc, err := gonats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "mine", Subjects: []string{"other.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	s := newSink(t, n.URL(), Config{Stream: "mine"})
+	_, err = s.Recover(ctx, 1, "")
+	if err == nil || !strings.Contains(err.Error(), `add "sluice.>" to the stream's subjects`) {
+		t.Fatalf("Recover on a stream of other subjects: %v", err)
+	}
+	// A stream whose subjects cover the template's is fine.
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "wide", Subjects: []string{"cdc.*.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSink(t, n.URL(), Config{Stream: "wide", Subject: "cdc.{source}.{db}.{table}"})
+	mustRecover(t, s2, 1, "")
+	mustWrite(t, s2, batch(1, 1, 2))
+	if got := readStream(t, n.URL(), "wide"); len(got) != 2 || got[0].subject != "cdc.src.shop.orders" {
+		t.Fatalf("stream wide holds %+v", got)
+	}
+}
+
+func TestCreatedStreamConfig(t *testing.T) {
+	n := testenv.StartNATS(t)
+	s := newSink(t, n.URL(), Config{DuplicateWindow: 30 * time.Second, Subject: "x.y.{table}"})
+	mustRecover(t, s, 1, "")
+	nc, err := gonats.Connect(n.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	st, err := js.Stream(testCtx(t), "sluice-p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.CachedInfo().Config
+	if c.Storage != jetstream.FileStorage || c.Duplicates != 30*time.Second || len(c.Subjects) != 1 || c.Subjects[0] != "x.y.>" || c.Replicas != 1 {
+		t.Fatalf("created stream config: storage %v duplicates %v subjects %v replicas %d", c.Storage, c.Duplicates, c.Subjects, c.Replicas)
+	}
+}
+
+// Close leaves no goroutine of the NATS client behind.
+func TestCloseReleases(t *testing.T) {
+	n := testenv.StartNATS(t)
+	s := newSink(t, n.URL(), Config{})
+	mustRecover(t, s, 1, "")
+	mustWrite(t, s, batch(1, 1, 10))
+	mustRecover(t, s, 1, "")
+	s.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var left []string
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "nats-io/nats.go") {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of the NATS client left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
