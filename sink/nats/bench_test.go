@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -21,7 +21,7 @@ func renumber(b *pipeline.Batch, first uint64) {
 // BenchmarkWrite writes batches of 1000 messages of about 300 bytes to an
 // embedded server (file storage, same machine): one op is one batch.
 func BenchmarkWrite(b *testing.B) {
-	n := testenv.StartNATS(b)
+	n := natsenv.StartNATS(b)
 	s := newSink(b, n.URL(), Config{AckTimeout: 30 * time.Second})
 	mustRecover(b, s, 1, "")
 	bt := batch(1, 1, benchBatch)
@@ -45,7 +45,7 @@ func BenchmarkWrite(b *testing.B) {
 // scan.
 func BenchmarkRecover(b *testing.B) {
 	const total = 100000
-	n := testenv.StartNATS(b)
+	n := natsenv.StartNATS(b)
 	s := newSink(b, n.URL(), Config{AckTimeout: 30 * time.Second})
 	mustRecover(b, s, 1, "")
 	bt := batch(1, 1, benchBatch)

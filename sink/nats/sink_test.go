@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/binlog"
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -192,7 +192,7 @@ func mustWrite(t testing.TB, s *Sink, b *pipeline.Batch) string {
 }
 
 func TestRoundTrip(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	s := newSink(t, n.URL(), Config{})
 	rec := mustRecover(t, s, 1, "")
 	if rec.MaxSeq != 0 || rec.Offset != "0" || len(rec.Ends) != 0 {
@@ -254,7 +254,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestRecover(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	s := newSink(t, n.URL(), Config{})
 	mustRecover(t, s, 1, "")
 	early := batch(1, 1, 5)
@@ -310,7 +310,7 @@ func TestRecover(t *testing.T) {
 }
 
 func TestDedupeResentBatch(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	s := newSink(t, n.URL(), Config{})
 	mustRecover(t, s, 1, "")
 	b := batch(1, 1, 5)
@@ -334,7 +334,7 @@ func TestDedupeResentBatch(t *testing.T) {
 }
 
 func TestZombieIsFenced(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	old := newSink(t, n.URL(), Config{})
 	mustRecover(t, old, 1, "")
 	mustWrite(t, old, batch(1, 1, 3))
@@ -383,7 +383,7 @@ func TestZombieIsFenced(t *testing.T) {
 // so the batch's tail may land after the other copy of seq 3, never a
 // second copy of anything.
 func TestWriteAfterSameEpochAppendIsRetryable(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	a := newSink(t, n.URL(), Config{})
 	mustRecover(t, a, 1, "")
 	mustWrite(t, a, batch(1, 1, 2))
@@ -409,7 +409,7 @@ func TestWriteAfterSameEpochAppendIsRetryable(t *testing.T) {
 // The same for a different epoch that is not higher (an older leader's
 // late write): retryable, and the stream stays in order.
 func TestWriteAfterOlderEpochAppendIsRetryable(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	old := newSink(t, n.URL(), Config{})
 	mustRecover(t, old, 1, "")
 	mustWrite(t, old, batch(1, 1, 2))
@@ -450,7 +450,7 @@ func recoverUntil(t *testing.T, s *Sink, epoch uint64, offset string) pipeline.R
 }
 
 func TestServerOutage(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	s := newSink(t, n.URL(), Config{AckTimeout: 2 * time.Second})
 	mustRecover(t, s, 1, "")
 	off := mustWrite(t, s, batch(1, 1, 100))
@@ -507,7 +507,7 @@ func TestServerOutage(t *testing.T) {
 }
 
 func TestStreamSubjectsChecked(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	ctx := testCtx(t)
 	nc, err := gonats.Connect(n.URL())
 	if err != nil {
@@ -536,7 +536,7 @@ func TestStreamSubjectsChecked(t *testing.T) {
 }
 
 func TestCreatedStreamConfig(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	s := newSink(t, n.URL(), Config{DuplicateWindow: 30 * time.Second, Subject: "x.y.{table}"})
 	mustRecover(t, s, 1, "")
 	nc, err := gonats.Connect(n.URL())
@@ -557,7 +557,7 @@ func TestCreatedStreamConfig(t *testing.T) {
 
 // Close leaves no goroutine of the NATS client behind.
 func TestCloseReleases(t *testing.T) {
-	n := testenv.StartNATS(t)
+	n := natsenv.StartNATS(t)
 	s := newSink(t, n.URL(), Config{})
 	mustRecover(t, s, 1, "")
 	mustWrite(t, s, batch(1, 1, 10))

@@ -1,4 +1,7 @@
-package testenv
+// Package natsenv starts throwaway in-process NATS servers with JetStream for
+// tests. It is apart from testenv so that binaries importing testenv (the
+// demo, the benchmarks) do not link the NATS server.
+package natsenv
 
 import (
 	"fmt"
@@ -19,7 +22,7 @@ import (
 // a temporary directory, and is shut down and its directory removed when the
 // test ends.
 //
-//	n := testenv.StartNATS(t)
+//	n := natsenv.StartNATS(t)
 //	nc, err := nats.Connect(n.URL())
 //	n.Shutdown()  // an outage: clients see the connection drop
 //	n.Restart()   // same port, same store directory: streams are back
