@@ -18,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
 )
 
@@ -140,6 +144,7 @@ func kills() int {
 // transaction exactly once, in order.
 func TestRunKill9ExactlyOnce(t *testing.T) {
 	e := newRunEnv(t)
+	e.withNATS(t)
 	ctx := context.Background()
 	if err := e.w.Txns(ctx, 50); err != nil { // rows for the snapshot
 		t.Fatal(err)
@@ -307,4 +312,66 @@ func TestRunAdminIncrementalSnapshotAndMetrics(t *testing.T) {
 	if !strings.Contains(status, `"running": true`) || !strings.Contains(status, `"last_seq"`) {
 		t.Errorf("/status: %s", status)
 	}
+}
+
+// withNATS adds a NATS sink on an embedded JetStream server to the run.
+func (e *runEnv) withNATS(t *testing.T) *natsenv.NATS {
+	t.Helper()
+	n := natsenv.StartNATS(t)
+	e.sinks = append(e.sinks, fmt.Sprintf("  - name: nats\n    type: nats\n    nats: {url: %q, ack_timeout: 2s}", n.URL()))
+	e.readers["nats"] = func() ([]*codec.Event, error) { return readNATS(n.URL(), "sluice-crash") }
+	return n
+}
+
+// readNATS reads every message of a stream, in stream order.
+func readNATS(url, stream string) ([]*codec.Event, error) {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var evs []*codec.Event
+	if info.State.Msgs == 0 {
+		return nil, nil
+	}
+	c, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		return nil, err
+	}
+	for uint64(len(evs)) < info.State.Msgs {
+		batch, err := c.Fetch(1000, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return nil, err
+		}
+		got := 0
+		for m := range batch.Messages() {
+			ev, err := codec.DecodeLine(m.Data())
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, ev)
+			got++
+		}
+		if err := batch.Error(); err != nil {
+			return nil, err
+		}
+		if got == 0 {
+			return nil, fmt.Errorf("stream %s: read %d of %d messages", stream, len(evs), info.State.Msgs)
+		}
+	}
+	return evs, nil
 }
