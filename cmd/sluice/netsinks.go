@@ -8,7 +8,9 @@ import (
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/internal/bench"
 	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/internal/testenv"
 	natssink "github.com/sluice-cdc/sluice/sink/nats"
+	redissink "github.com/sluice-cdc/sluice/sink/redis"
 )
 
 // buildNetSink creates a Kafka, Redis or NATS sink from its block.
@@ -29,12 +31,38 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 			return nil, wrap(err)
 		}
 		return s, nil
+	case "redis":
+		var c redissink.Config
+		if err := config.DecodeSink(path, &sc.Redis, where, &c); err != nil {
+			return nil, err
+		}
+		if c.Name == "" {
+			c.Name = sc.Name
+		}
+		s, err := redissink.New(c, pipelineName, slog.Default())
+		if err != nil {
+			return nil, wrap(err)
+		}
+		return s, nil
 	}
 	return nil, fmt.Errorf("%s:%d: sinks[%d]: sink type %q is not available in this build", path, sc.Line, i, sc.Type)
 }
 
 // netSinkKinds are the networked sinks of the pipeline benchmark.
 func netSinkKinds() []bench.SinkKind {
-	_ = context.Background
-	return nil
+	return []bench.SinkKind{{
+		Name: "redis",
+		New: func(ctx context.Context, dir string) (pipeline.Sink, func(), error) {
+			srv, err := testenv.StartRedisServer(ctx, dir)
+			if err != nil {
+				return nil, nil, err
+			}
+			s, err := redissink.New(redissink.Config{Name: "redis", Addr: srv.Addr(), Mode: "stream"}, "bench", slog.Default())
+			if err != nil {
+				srv.Close()
+				return nil, nil, err
+			}
+			return s, func() { s.Close(); srv.Close() }, nil
+		},
+	}}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
@@ -38,6 +39,7 @@ type runEnv struct {
 	// they hold, keyed by name.
 	sinks   []string
 	readers map[string]func() ([]*codec.Event, error)
+	redis   *testenv.Redis
 }
 
 func newRunEnv(t *testing.T) *runEnv {
@@ -145,6 +147,7 @@ func kills() int {
 func TestRunKill9ExactlyOnce(t *testing.T) {
 	e := newRunEnv(t)
 	e.withNATS(t)
+	e.withRedis(t)
 	ctx := context.Background()
 	if err := e.w.Txns(ctx, 50); err != nil { // rows for the snapshot
 		t.Fatal(err)
@@ -195,6 +198,7 @@ func TestRunKill9ExactlyOnce(t *testing.T) {
 		t.Fatalf("sluice run after SIGTERM: %v\n%s", err, log.String())
 	}
 	e.checkAll(t, total)
+	e.checkMaterialized(t)
 }
 
 // TestRunConfigErrors: a bad config stops `sluice run` at once with the
@@ -374,4 +378,73 @@ func readNATS(url, stream string) ([]*codec.Event, error) {
 		}
 	}
 	return evs, nil
+}
+
+// withRedis adds two Redis sinks on one throwaway redis-server: a stream
+// per table, and the rows materialized as hashes.
+func (e *runEnv) withRedis(t *testing.T) *testenv.Redis {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	e.sinks = append(e.sinks,
+		fmt.Sprintf("  - name: redis\n    type: redis\n    redis: {addr: %q, mode: stream, key_prefix: 's:', write_timeout: 2s}", r.Addr()),
+		fmt.Sprintf("  - name: redis-rows\n    type: redis\n    redis: {addr: %q, mode: materialize, key_prefix: 'm:', write_timeout: 2s}", r.Addr()))
+	e.readers["redis"] = func() ([]*codec.Event, error) { return readRedisStreams(r.Addr(), "s:app.log", "s:app.kv") }
+	e.redis = r
+	return r
+}
+
+// readRedisStreams reads every entry of the streams.
+func readRedisStreams(addr string, keys ...string) ([]*codec.Event, error) {
+	c := goredis.NewClient(&goredis.Options{Addr: addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var evs []*codec.Event
+	for _, k := range keys {
+		msgs, err := c.XRange(ctx, k, "-", "+").Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range msgs {
+			v, _ := m.Values["value"].(string)
+			ev, err := codec.DecodeLine([]byte(v))
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", k, m.ID, err)
+			}
+			evs = append(evs, ev)
+		}
+	}
+	return evs, nil
+}
+
+// checkMaterialized compares the Redis hashes of app.kv with the table.
+func (e *runEnv) checkMaterialized(t *testing.T) {
+	t.Helper()
+	c := goredis.NewClient(&goredis.Options{Addr: e.redis.Addr()})
+	defer c.Close()
+	ctx := context.Background()
+	keys, err := c.Keys(ctx, "m:app.kv:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, k := range keys {
+		h, err := c.HGetAll(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h["k"]] = h["v"]
+	}
+	want, err := workload.KV(ctx, e.db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Redis materialized app.kv differs from the table:\n got %v\nwant %v", got, want)
+	}
+	n, err := c.Keys(ctx, "m:app.log:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("redis-rows: app.kv equals the table (%d rows); app.log has %d hashes", len(got), len(n))
 }
