@@ -199,6 +199,8 @@ func (c *Config) Validate() error {
 // Use Next to pull transactions one at a time, or register handlers with
 // OnRow and OnTxn and call Run. A Reader is not safe for concurrent Next calls.
 type Reader struct {
+	// prevChanges is the number of changes of the last chunk delivered.
+	prevChanges int
 	cfg    Config
 	out    chan *Txn
 	ctx    context.Context
@@ -1226,7 +1228,10 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 			continue // delivered before the connection was lost
 		}
 		if txn.Changes == nil {
-			txn.Changes = make([]Change, 0, min(r.cfg.ChunkBytes/perChange+1, 1<<16))
+			// Sized after the previous chunk: a chunk of a big transaction
+			// gets room at once, a small transaction little (chunks held by
+			// a consumer must not each pin a large slice).
+			txn.Changes = make([]Change, 0, min(r.cfg.ChunkBytes/perChange+1, 1<<16, max(16, r.prevChanges)))
 		}
 		txn.Changes = append(txn.Changes, ch)
 		if r.asm.mem += perChange; r.asm.mem >= r.cfg.ChunkBytes {
@@ -1254,6 +1259,7 @@ func (r *Reader) flushChunk(h *eventHandler) error {
 }
 
 func (r *Reader) deliver(txn *Txn, h *eventHandler) error {
+	r.prevChanges = len(txn.Changes)
 	if r.emit != nil {
 		h.delivered = true
 		return r.emit(txn)

@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -110,4 +111,20 @@ func (t *Txn) Release() {
 	default:
 	}
 	t.arena, t.free, t.Changes = nil, nil, nil
+}
+
+// Footprint estimates the memory the chunk holds (its changes and the
+// values and bytes they point into), for consumers that bound the memory
+// of chunks they keep.
+func (t *Txn) Footprint() int {
+	n := cap(t.Changes) * int(unsafe.Sizeof(Change{}))
+	if t.arena != nil {
+		for _, v := range t.arena.vals {
+			n += cap(v) * int(unsafe.Sizeof(Value{}))
+		}
+		for _, b := range t.arena.bufs {
+			n += cap(b)
+		}
+	}
+	return n
 }

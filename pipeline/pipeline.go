@@ -537,7 +537,7 @@ func (b *builder) flush(ctx context.Context) error {
 	}
 	bt.size, bt.encoded = cap(bt.buf), len(bt.buf)
 	for _, t := range bt.txns {
-		bt.size += t.Bytes
+		bt.size += max(t.Footprint(), t.Bytes)
 	}
 	return b.w.push(ctx, bt)
 }

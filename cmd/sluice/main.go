@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 
@@ -49,6 +50,16 @@ func main() {
 				defer pprof.StopCPUProfile()
 			}
 		}
+	}
+	// SLUICE_MEMPROFILE=file writes a heap profile (allocations included) at exit.
+	if path := os.Getenv("SLUICE_MEMPROFILE"); path != "" {
+		runtime.MemProfileRate = 64 << 10
+		defer func() {
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}()
 	}
 	if err := root.ExecuteContext(ctx); err != nil {
 		pprof.StopCPUProfile()

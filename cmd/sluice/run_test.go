@@ -448,3 +448,96 @@ func (e *runEnv) checkMaterialized(t *testing.T) {
 	}
 	t.Logf("redis-rows: app.kv equals the table (%d rows); app.log has %d hashes", len(got), len(n))
 }
+
+// outage is how long the outage test keeps a sink down: SLUICE_OUTAGE, or
+// 6 s (make chaos: 30 s).
+func outage() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("SLUICE_OUTAGE")); err == nil && d > 0 {
+		return d
+	}
+	return 6 * time.Second
+}
+
+// vmHWM is a process's peak resident memory.
+func vmHWM(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+}
+
+// TestRunSinkOutage: Redis stops under load; the pipeline retries with a
+// clear log line, reports the sink down, keeps its memory within the
+// buffer, and when Redis is back delivers everything exactly once.
+func TestRunSinkOutage(t *testing.T) {
+	e := newRunEnv(t)
+	r := e.withRedis(t)
+	ctx := context.Background()
+	admin := freePort(t)
+	e.writeConfig(t, "admin: {addr: "+admin+"}\n")
+	cfg, _ := os.ReadFile(e.config)
+	cfg = bytes.Replace(cfg, []byte("buffer: {batch_bytes: 16KiB}"), []byte("buffer: {batch_bytes: 64KiB, max_bytes: 4MiB}"), 1)
+	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	cmd := e.start(t, &log)
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if err := e.w.Txns(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAll(t, 20, &log)
+
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Write under the outage: far more than the 4 MiB buffer holds.
+	end := time.Now().Add(outage())
+	sawDown := false
+	for time.Now().Before(end) {
+		if err := e.w.Txns(ctx, 50); err != nil {
+			t.Fatal(err)
+		}
+		if !sawDown && strings.Contains(httpGet(t, "http://"+admin+"/metrics"), `sluice_sink_up{pipeline="crash",sink="redis"} 0`) {
+			sawDown = true
+		}
+	}
+	if !sawDown {
+		t.Error("sluice_sink_up never showed the Redis sink down")
+	}
+	during, err := vmHWM(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("peak RSS during the outage: %d MiB", during>>20)
+	if !strings.Contains(log.String(), "sink write failed; retrying") {
+		t.Errorf("no retry log line during the outage:\n%s", log.String())
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	total := e.w.N()
+	e.waitAll(t, total, &log)
+	if !strings.Contains(log.String(), "sink is back; delivery continues") {
+		t.Errorf("no log line when the sink came back")
+	}
+	hwm, err := vmHWM(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d transactions (%d during a %v outage); sluice peak RSS %d MiB", total, total-20, outage(), hwm>>20)
+	if hwm > 200<<20 {
+		t.Errorf("peak RSS %d MiB: memory is not bounded by the buffer", hwm>>20)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Wait()
+	e.checkAll(t, total)
+	e.checkMaterialized(t)
+}
