@@ -154,9 +154,9 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 	recs := make([]Recovery, len(p.cfg.Sinks))
 	maxSeq := cp.LastSeq
 	for i, s := range p.cfg.Sinks {
-		rec, err := s.Recover(ctx, epoch, cp.Sinks[s.Name()])
+		rec, err := p.recoverSink(ctx, s, epoch, cp.Sinks[s.Name()])
 		if err != nil {
-			return pl, fmt.Errorf("sink %s: recovering: %w", s.Name(), err)
+			return pl, err
 		}
 		recs[i] = rec
 		maxSeq = max(maxSeq, rec.MaxSeq)
@@ -198,6 +198,42 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 		p.log.Warn("no checkpoint, but the sinks hold this pipeline's messages: resuming after the last transaction they all hold", "position", pl.pos.String(), "next_seq", pl.nextSeq)
 	}
 	return pl, nil
+}
+
+// recoverSink asks a sink what it holds, retrying with backoff while it is
+// unavailable (a sink that is down at start is waited for, not fatal).
+func (p *Pipeline) recoverSink(ctx context.Context, s Sink, epoch uint64, offset string) (Recovery, error) {
+	delay := p.cfg.RetryMin
+	for attempt := 1; ; attempt++ {
+		rec, err := s.Recover(ctx, epoch, offset)
+		if err == nil {
+			if attempt > 1 {
+				p.log.Info("sink is back; delivery continues", "sink", s.Name(), "attempts", attempt)
+				p.setStatus(func(st *Status) { delete(st.SinkDown, s.Name()) })
+			}
+			return rec, nil
+		}
+		if errors.Is(err, ErrFenced) {
+			return rec, fmt.Errorf("sink %s: %w", s.Name(), err)
+		}
+		if ctx.Err() != nil {
+			return rec, ctx.Err()
+		}
+		p.log.Warn("sink unavailable at start; retrying", "sink", s.Name(), "attempt", attempt, "retry_in", delay.String(), "err", err.Error())
+		p.setStatus(func(st *Status) {
+			if st.SinkErrors == nil {
+				st.SinkErrors, st.SinkDown = map[string]uint64{}, map[string]string{}
+			}
+			st.SinkErrors[s.Name()]++
+			st.SinkDown[s.Name()] = err.Error()
+		})
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return rec, ctx.Err()
+		}
+		delay = min(2*delay, p.cfg.RetryMax)
+	}
 }
 
 // Run loads the checkpoint, recovers the sinks, and moves changes until
