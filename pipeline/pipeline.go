@@ -220,13 +220,7 @@ func (p *Pipeline) recoverSink(ctx context.Context, s Sink, epoch uint64, offset
 			return rec, ctx.Err()
 		}
 		p.log.Warn("sink unavailable at start; retrying", "sink", s.Name(), "attempt", attempt, "retry_in", delay.String(), "err", err.Error())
-		p.setStatus(func(st *Status) {
-			if st.SinkErrors == nil {
-				st.SinkErrors, st.SinkDown = map[string]uint64{}, map[string]string{}
-			}
-			st.SinkErrors[s.Name()]++
-			st.SinkDown[s.Name()] = err.Error()
-		})
+		p.sinkDown(s.Name(), err)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():
@@ -388,6 +382,17 @@ func cloneMap[V any](m map[string]V) map[string]V {
 		out[k] = v
 	}
 	return out
+}
+
+// sinkDown records a failed write or recovery of a sink.
+func (p *Pipeline) sinkDown(name string, err error) {
+	p.setStatus(func(st *Status) {
+		if st.SinkErrors == nil {
+			st.SinkErrors, st.SinkDown = map[string]uint64{}, map[string]string{}
+		}
+		st.SinkErrors[name]++
+		st.SinkDown[name] = err.Error()
+	})
 }
 
 func (p *Pipeline) setStatus(fn func(*Status)) {
@@ -837,13 +842,7 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 			return ctx.Err()
 		}
 		w.p.log.Warn("sink write failed; retrying", "sink", s.Name(), "attempt", attempt+1, "retry_in", delay.String(), "err", err.Error())
-		w.p.setStatus(func(st *Status) {
-			if st.SinkErrors == nil {
-				st.SinkErrors, st.SinkDown = map[string]uint64{}, map[string]string{}
-			}
-			st.SinkErrors[s.Name()]++
-			st.SinkDown[s.Name()] = err.Error()
-		})
+		w.p.sinkDown(s.Name(), err)
 		select {
 		case <-time.After(delay):
 		case <-ctx.Done():

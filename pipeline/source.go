@@ -197,7 +197,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 			return err
 		}
 		if sigTable != "" {
-			if err := signals(ctx, st, txn, sigDB, sigTable, s.log); err != nil {
+			if err := Signals(ctx, st, txn, sigDB, sigTable, s.log); err != nil {
 				return err
 			}
 		}
@@ -254,9 +254,10 @@ func (s *source) addTable(ctx context.Context, db, table, where string) error {
 	}
 }
 
-// signals starts incremental snapshots asked for by rows inserted into the
-// signal table, and takes those rows out of the output.
-func signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, table string, log *slog.Logger) error {
+// Signals starts incremental snapshots asked for by rows inserted into the
+// signal table db.table (columns type = 'snapshot' and data =
+// 'db.t1,db.t2'), and takes those rows out of txn.
+func Signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, table string, log *slog.Logger) error {
 	kept := txn.Changes[:0]
 	for _, ch := range txn.Changes {
 		if ch.Table == nil || ch.Table.Schema != db || ch.Table.Name != table {

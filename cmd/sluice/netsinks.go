@@ -7,8 +7,8 @@ import (
 
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/internal/bench"
-	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/pipeline"
 	natssink "github.com/sluice-cdc/sluice/sink/nats"
 	redissink "github.com/sluice-cdc/sluice/sink/redis"
 )

@@ -127,18 +127,3 @@ func saveCheckpoint(ctx context.Context, store *checkpoint.FileStore, cp *checkp
 	cp.Version = v
 	return nil
 }
-
-// resumeState returns the unfinished snapshot of a checkpoint, if any.
-func resumeState(cp *checkpoint.Checkpoint) (*snapshot.State, error) {
-	if len(cp.Snapshot) == 0 {
-		return nil, nil
-	}
-	var st snapshot.State
-	if err := json.Unmarshal(cp.Snapshot, &st); err != nil {
-		return nil, fmt.Errorf("checkpoint: unfinished snapshot state: %w", err)
-	}
-	if len(st.Ranges) == 0 {
-		return nil, nil
-	}
-	return &st, nil
-}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
@@ -174,7 +175,7 @@ func tailCmd() *cobra.Command {
 			// A start position given by --from or a checkpoint counts as a
 			// saved position: snapshot mode initial then streams from it.
 			saved := !cfg.Start.IsZero() || cmd.Flags().Changed("from")
-			resume, err := resumeState(&cp)
+			resume, err := pipeline.ResumeState(cp.Snapshot)
 			if err != nil {
 				return err
 			}
@@ -267,7 +268,7 @@ func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTabl
 			return err
 		}
 		if signalTable != "" {
-			if err := signals(ctx, stream, txn, signalDB, signalTable); err != nil {
+			if err := pipeline.Signals(ctx, stream, txn, signalDB, signalTable, slog.Default()); err != nil {
 				return err
 			}
 		}
@@ -291,40 +292,4 @@ func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTabl
 			return err
 		}
 	}
-}
-
-// signals starts incremental snapshots asked for by rows inserted into the
-// signal table, and takes those rows out of the output.
-func signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, table string) error {
-	kept := txn.Changes[:0]
-	for _, ch := range txn.Changes {
-		if ch.Table == nil || ch.Table.Schema != db || ch.Table.Name != table {
-			kept = append(kept, ch)
-			continue
-		}
-		if ch.Op != binlog.OpInsert {
-			continue
-		}
-		typ, data := ch.Table.ColumnIndex("type"), ch.Table.ColumnIndex("data")
-		if typ < 0 || data < 0 {
-			return fmt.Errorf("signal table %s.%s needs columns type and data", db, table)
-		}
-		if string(ch.After[typ].Bytes()) != "snapshot" {
-			slog.Warn("ignoring a signal of unknown type", "type", string(ch.After[typ].Bytes()))
-			continue
-		}
-		for _, name := range strings.Split(string(ch.After[data].Bytes()), ",") {
-			sdb, st, ok := strings.Cut(strings.TrimSpace(name), ".")
-			if !ok {
-				slog.Warn("ignoring a snapshot signal for a name that is not db.table", "name", name)
-				continue
-			}
-			if err := stream.AddTable(ctx, sdb, st, ""); err != nil {
-				return err
-			}
-			slog.Info("incremental snapshot started by a signal", "table", sdb+"."+st)
-		}
-	}
-	txn.Changes = kept
-	return nil
 }
