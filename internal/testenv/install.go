@@ -3,15 +3,10 @@
 package testenv
 
 import (
-	"bytes"
-	"errors"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 )
 
 var (
@@ -67,72 +62,7 @@ func EnsureMariaDB() error {
 }
 
 func ensureMariaDB() error {
-	if mariadbInstalled() {
-		return nil
-	}
-
-	lockPath := filepath.Join(os.TempDir(), "sluice-testenv-apt.lock")
-	lf, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return fmt.Errorf("testenv: open apt lock %s: %w", lockPath, err)
-	}
-	defer lf.Close()
-	for {
-		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("testenv: lock %s: %w", lockPath, err)
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) //nolint:errcheck
-
-	// Another process may have installed it while we waited for the lock.
-	if mariadbInstalled() {
-		return nil
-	}
-
-	if os.Geteuid() != 0 {
-		return errors.New("testenv: mariadbd / mariadb-install-db not found and not running as root; " +
-			"install them with: apt-get install -y mariadb-server mariadb-client (or run `make deps` as root)")
-	}
-	aptGet, err := exec.LookPath("apt-get")
-	if err != nil {
-		return errors.New("testenv: mariadbd not found and apt-get is not available; install MariaDB (mariadb-server, mariadb-client) manually")
-	}
-
-	const policyRCD = "/usr/sbin/policy-rc.d"
-	if _, err := os.Stat(policyRCD); errors.Is(err, os.ErrNotExist) {
-		if werr := os.WriteFile(policyRCD, []byte("#!/bin/sh\n# temporary, written by sluice internal/testenv\nexit 101\n"), 0o755); werr == nil {
-			defer os.Remove(policyRCD)
-		}
-	}
-
-	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "NEEDRESTART_MODE=a")
-	run := func(args ...string) error {
-		cmd := exec.Command(aptGet, args...)
-		cmd.Env = env
-		cmd.Stdin = nil
-		var out bytes.Buffer
-		cmd.Stdout = &out
-		cmd.Stderr = &out
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("testenv: apt-get %s failed: %w\n%s", strings.Join(args, " "), err, tail(out.String(), 40))
-		}
-		return nil
-	}
-	if err := run("update"); err != nil {
-		return err
-	}
-	if err := run("install", "-y", "-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold",
-		"mariadb-server", "mariadb-client"); err != nil {
-		return err
-	}
-	if !mariadbInstalled() {
-		return errors.New("testenv: apt-get install mariadb-server mariadb-client succeeded but mariadbd / mariadb-install-db are still not found")
-	}
-	return nil
+	return aptInstall(mariadbInstalled, "mariadbd / mariadb-install-db", "mariadb-server", "mariadb-client")
 }
 
 // tail returns the last n lines of s.
