@@ -536,6 +536,29 @@ func TestRunSinkOutage(t *testing.T) {
 	if hwm > 200<<20 {
 		t.Errorf("peak RSS %d MiB: memory is not bounded by the buffer", hwm>>20)
 	}
+	// A sink that is down when sluice starts is waited for.
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.w.Txns(ctx, 30); err != nil {
+		t.Fatal(err)
+	}
+	var log2 bytes.Buffer
+	cmd = e.start(t, &log2)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(log2.String(), "sink unavailable at start; retrying") {
+		if time.Now().After(deadline) || cmd.ProcessState != nil {
+			t.Fatalf("no retry at start with Redis down:\n%s", log2.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	total = e.w.N()
+	e.waitAll(t, total, &log2)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
 	e.checkAll(t, total)
