@@ -1,0 +1,208 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultName           = "kafka"
+	DefaultTopic          = "{db}.{table}"
+	DefaultClientID       = "sluice"
+	DefaultCompression    = "lz4"
+	DefaultMaxRecordBytes = 1000012 // Kafka's default max.message.bytes
+	DefaultRequestTimeout = 30 * time.Second
+	// MinMaxRecordBytes and MaxMaxRecordBytes bound max_record_bytes (the
+	// client's limits on a record batch).
+	MinMaxRecordBytes = 1024
+	MaxMaxRecordBytes = 1 << 30
+	// MaxTopicLen is Kafka's limit on a topic name.
+	MaxTopicLen = 249
+)
+
+// Compressions are the accepted values of Config.Compression.
+var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// SASLMechanisms are the accepted values of SASLConfig.Mechanism.
+var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+// DefaultTransactionalID returns the transactional.id a sink uses when
+// Config.TransactionalID is empty: "sluice-<pipeline>" for a sink named
+// "kafka" (the default name), "sluice-<pipeline>-<name>" for any other, so
+// that two Kafka sinks of one pipeline never fence each other.
+func DefaultTransactionalID(pipeline, name string) string {
+	if name == "" || name == DefaultName {
+		return "sluice-" + pipeline
+	}
+	return "sluice-" + pipeline + "-" + name
+}
+
+// Config of a Kafka sink. The zero value of every field but Brokers means
+// its default.
+type Config struct {
+	// Name is the sink's name in checkpoints, logs and metrics. Default
+	// "kafka"; give each sink of a pipeline its own.
+	Name string `yaml:"name"`
+	// Brokers are the seed brokers, host:port each (required).
+	Brokers []string `yaml:"brokers"`
+	// Topic is the template of each table's topic. Placeholders: {db},
+	// {table}, {source}; a template without placeholders is one fixed
+	// topic for every table. In names put in place of a placeholder,
+	// every character but ASCII letters, digits, '_' and '-' becomes '_'
+	// (so '.' separates the template's parts only), and an empty name
+	// becomes "_". Default "{db}.{table}".
+	Topic string `yaml:"topic"`
+	// TransactionalID is the producer's transactional.id: a producer that
+	// starts with it fences every earlier producer with it. Default
+	// "sluice-<pipeline>" (see DefaultTransactionalID). Never give two
+	// pipelines, or two sinks, the same one.
+	TransactionalID string `yaml:"transactional_id"`
+	// ClientID is the client.id the brokers see (logs, quotas). Default
+	// "sluice".
+	ClientID string `yaml:"client_id"`
+	// CreateTopics creates a missing topic before the first write to it,
+	// with Partitions and ReplicationFactor. Default true; with false, a
+	// write to a missing topic fails (and is retried) until the topic is
+	// created by other means.
+	CreateTopics *bool `yaml:"create_topics"`
+	// Partitions of a topic the sink creates. Default 0: the broker's
+	// num.partitions.
+	Partitions int32 `yaml:"partitions"`
+	// ReplicationFactor of a topic the sink creates. Default 0: the
+	// broker's default.replication.factor.
+	ReplicationFactor int16 `yaml:"replication_factor"`
+	// Compression of record batches: none, gzip, snappy, lz4 or zstd.
+	// Default lz4.
+	Compression string `yaml:"compression"`
+	// MaxRecordBytes bounds a record batch, hence a record (key, value and
+	// headers): a larger message fails the write. It must not exceed the
+	// topics' max.message.bytes. Default 1000012 (Kafka's default).
+	MaxRecordBytes int `yaml:"max_record_bytes"`
+	// RequestTimeout bounds each step of a write (sending every record of
+	// a batch; committing the transaction) and each request of recovery:
+	// a cluster that is down or stalled makes Write fail after about this
+	// long (at most twice it) and the pipeline retries. Default 30s.
+	RequestTimeout time.Duration `yaml:"request_timeout"`
+	// TLS, when set, connects with TLS.
+	TLS *TLSConfig `yaml:"tls"`
+	// SASL, when set, authenticates with SASL.
+	SASL *SASLConfig `yaml:"sasl"`
+}
+
+// TLSConfig is the tls block of Config. An empty block (tls: {}) turns
+// TLS on with the system's roots.
+type TLSConfig struct {
+	// CAFile is a PEM file of the certificate authorities to trust
+	// instead of the system's.
+	CAFile string `yaml:"ca_file"`
+	// CertFile and KeyFile are the client's certificate and key (PEM),
+	// for brokers that verify clients.
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	// InsecureSkipVerify accepts any broker certificate. For tests only.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+}
+
+// SASLConfig is the sasl block of Config.
+type SASLConfig struct {
+	// Mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (required).
+	Mechanism string `yaml:"mechanism"`
+	// User and Password are the credentials (required).
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+}
+
+// withDefaults returns c with every zero field but TransactionalID set to
+// its default (TransactionalID's depends on the pipeline's name).
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Topic == "" {
+		c.Topic = DefaultTopic
+	}
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+	if c.CreateTopics == nil {
+		t := true
+		c.CreateTopics = &t
+	}
+	if c.Compression == "" {
+		c.Compression = DefaultCompression
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.SASL != nil {
+		c.SASL.Mechanism = strings.ToUpper(c.SASL.Mechanism)
+	}
+	return c
+}
+
+// Validate names the field that is wrong and says what would be right.
+// Zero values are fine (they mean the defaults), except for Brokers.
+func (c *Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("brokers is required: the seed brokers to connect to, e.g. brokers: [127.0.0.1:9092]")
+	}
+	for i, b := range c.Brokers {
+		host, port, err := net.SplitHostPort(strings.TrimSpace(b))
+		if err != nil || host == "" {
+			return fmt.Errorf("brokers[%d] %q: must be host:port, e.g. 127.0.0.1:9092", i, b)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("brokers[%d] %q: port %q must be a number from 1 to 65535", i, b, port)
+		}
+	}
+	if c.Topic != "" {
+		if _, err := parseTopic(c.Topic); err != nil {
+			return fmt.Errorf("topic %q: %w", c.Topic, err)
+		}
+	}
+	if c.TransactionalID != "" && strings.TrimSpace(c.TransactionalID) != c.TransactionalID {
+		return fmt.Errorf("transactional_id %q: must not start or end with white space", c.TransactionalID)
+	}
+	if c.Partitions < 0 {
+		return fmt.Errorf("partitions %d: must be positive (or 0 for the broker's num.partitions)", c.Partitions)
+	}
+	if c.ReplicationFactor < 0 {
+		return fmt.Errorf("replication_factor %d: must be positive (or 0 for the broker's default.replication.factor)", c.ReplicationFactor)
+	}
+	if c.Compression != "" && !slices.Contains(Compressions, c.Compression) {
+		return fmt.Errorf("compression %q: must be one of %s", c.Compression, strings.Join(Compressions, ", "))
+	}
+	if c.MaxRecordBytes != 0 && (c.MaxRecordBytes < MinMaxRecordBytes || c.MaxRecordBytes > MaxMaxRecordBytes) {
+		return fmt.Errorf("max_record_bytes %d: must be from %d to %d (default %d)", c.MaxRecordBytes, MinMaxRecordBytes, MaxMaxRecordBytes, DefaultMaxRecordBytes)
+	}
+	if c.RequestTimeout < 0 {
+		return fmt.Errorf("request_timeout %s: must be positive, e.g. 30s", c.RequestTimeout)
+	}
+	if c.RequestTimeout > 0 && c.RequestTimeout < 100*time.Millisecond {
+		return fmt.Errorf("request_timeout %s: too short to reach a broker; use at least 100ms (default %s)", c.RequestTimeout, DefaultRequestTimeout)
+	}
+	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
+		return errors.New("tls: cert_file and key_file go together: set both for a client certificate, or neither")
+	}
+	if s := c.SASL; s != nil {
+		if !slices.Contains(SASLMechanisms, strings.ToUpper(s.Mechanism)) {
+			return fmt.Errorf("sasl.mechanism %q: must be one of %s", s.Mechanism, strings.Join(SASLMechanisms, ", "))
+		}
+		if s.User == "" {
+			return errors.New("sasl.user is required with sasl")
+		}
+		if s.Password == "" {
+			return errors.New("sasl.password is required with sasl")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,634 @@
+package kafka
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sluice-cdc/sluice/pipeline"
+)
+
+// HeaderPipeline names the pipeline that wrote a record. Recovery counts
+// only records of its own pipeline, so that pipelines whose topic
+// templates overlap on one cluster do not take each other's records for
+// their own.
+const HeaderPipeline = "sluice-pipeline"
+
+// Producer tuning (see BenchmarkWrite and docs/SINKS-kafka.md).
+const (
+	// linger lets partitions fill record batches while the first produce
+	// request of a Write is in flight; Write flushes at its end, so the
+	// linger never delays a Write's last records.
+	linger = 5 * time.Millisecond
+	// maxBufferedRecords bounds the records the client holds unsent: a
+	// larger batch waits for room as earlier records are acknowledged.
+	maxBufferedRecords = 100000
+	// recordOverhead is what a record costs in a batch beyond its key,
+	// value and headers (varint lengths, deltas, attributes), rounded up.
+	recordOverhead = 64
+	// batchOverhead is the size of a record batch's header.
+	batchOverhead = 61
+)
+
+// Sink writes a pipeline's messages to Kafka, one transaction per Write.
+// See the package documentation for the design.
+type Sink struct {
+	cfg      Config
+	pipeline string
+	log      *slog.Logger
+	topic    topicTemplate
+	// opts are the client options both clients share: brokers, TLS,
+	// SASL, client id, timeouts, logger.
+	opts []kgo.Opt
+
+	// meta serves metadata and admin requests and recovery's reads; it
+	// lives as long as the sink.
+	meta *kgo.Client
+	adm  *kadm.Client
+
+	// The rest belongs to the goroutine that calls Recover and Write.
+
+	// prod is the transactional producer: made by each Recover (whose
+	// initialisation fences older producers with the transactional id
+	// and aborts their open transaction), closed when a Write fails.
+	prod  *kgo.Client
+	ready bool // Recover succeeded and no Write has failed since
+	epoch uint64
+	offs  offsets
+	// known holds the topics known to exist.
+	known  map[string]bool
+	topics map[topicKey]string
+
+	// Reused by every Write.
+	recs    []kgo.Record
+	hdrs    []kgo.RecordHeader
+	vals    []byte
+	idx     []int
+	names   []string
+	sources map[string][]byte
+	pipeVal []byte
+	promise func(*kgo.Record, error)
+
+	// failed is set by the first record that fails in a Write, whose
+	// error is kept in errMu.err.
+	failed atomic.Bool
+	errMu  struct {
+		sync.Mutex
+		err error
+		rec *kgo.Record
+	}
+}
+
+type topicKey struct{ source, db, table string }
+
+var _ pipeline.Sink = (*Sink)(nil)
+
+// New validates cfg and makes the sink's clients for pipeline
+// pipelineName. It does not connect: Recover does, and must be called
+// before Write. log may be nil (slog.Default()).
+func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("sink %s: %w", cfg.withDefaults().Name, err)
+	}
+	cfg = cfg.withDefaults()
+	if pipelineName == "" {
+		return nil, fmt.Errorf("sink %s: the pipeline has no name (it makes the transactional id and marks the records)", cfg.Name)
+	}
+	if cfg.TransactionalID == "" {
+		cfg.TransactionalID = DefaultTransactionalID(pipelineName, cfg.Name)
+	}
+	tmpl, err := parseTopic(cfg.Topic)
+	if err != nil { // Validate has checked it; keep the compiler honest
+		return nil, fmt.Errorf("sink %s: topic %q: %w", cfg.Name, cfg.Topic, err)
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("sink", cfg.Name)
+	s := &Sink{
+		cfg:      cfg,
+		pipeline: pipelineName,
+		log:      log,
+		topic:    tmpl,
+		known:    map[string]bool{},
+		topics:   map[topicKey]string{},
+		sources:  map[string][]byte{},
+		pipeVal:  []byte(pipelineName),
+		offs:     offsets{},
+	}
+	s.promise = s.onProduced
+	if s.opts, err = clientOpts(cfg, log); err != nil {
+		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
+	}
+	if s.meta, err = kgo.NewClient(s.opts...); err != nil {
+		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
+	}
+	s.adm = kadm.NewClient(s.meta)
+	return s, nil
+}
+
+// clientOpts returns the options of both clients.
+func clientOpts(cfg Config, log *slog.Logger) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.DialTimeout(min(cfg.RequestTimeout, 10*time.Second)),
+		kgo.RequestTimeoutOverhead(min(cfg.RequestTimeout, 10*time.Second)),
+		kgo.RetryTimeout(cfg.RequestTimeout),
+		kgo.WithLogger(kgoLogger{log}),
+	}
+	if t := cfg.TLS; t != nil {
+		tc, err := tlsConfig(t)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if sa := cfg.SASL; sa != nil {
+		switch sa.Mechanism {
+		case "PLAIN":
+			opts = append(opts, kgo.SASL(plain.Auth{User: sa.User, Pass: sa.Password}.AsMechanism()))
+		case "SCRAM-SHA-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: sa.User, Pass: sa.Password}.AsSha256Mechanism()))
+		case "SCRAM-SHA-512":
+			opts = append(opts, kgo.SASL(scram.Auth{User: sa.User, Pass: sa.Password}.AsSha512Mechanism()))
+		}
+	}
+	return opts, nil
+}
+
+func tlsConfig(t *TLSConfig) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // the user asked for it
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls.ca_file %s: no PEM certificate in it", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("tls.cert_file and key_file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// producerOpts returns the transactional producer's options.
+func (s *Sink) producerOpts() []kgo.Opt {
+	var codec kgo.CompressionCodec
+	switch s.cfg.Compression {
+	case "none":
+		codec = kgo.NoCompression()
+	case "gzip":
+		codec = kgo.GzipCompression()
+	case "snappy":
+		codec = kgo.SnappyCompression()
+	case "lz4":
+		codec = kgo.Lz4Compression()
+	case "zstd":
+		codec = kgo.ZstdCompression()
+	}
+	rt := s.cfg.RequestTimeout
+	return append(slices.Clip(s.opts),
+		kgo.TransactionalID(s.cfg.TransactionalID),
+		// Longer than the longest Write (sending, then committing, each
+		// bounded by request_timeout): the broker aborts a transaction
+		// left open by a dead process after this long.
+		kgo.TransactionTimeout(2*rt+10*time.Second),
+		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 of the key, as Java clients
+		kgo.ProducerBatchCompression(codec),
+		kgo.ProducerBatchMaxBytes(int32(s.cfg.MaxRecordBytes)),
+		kgo.ProducerLinger(linger),
+		kgo.MaxBufferedRecords(maxBufferedRecords),
+		kgo.RecordDeliveryTimeout(rt),
+		kgo.ProduceRequestTimeout(rt),
+	)
+}
+
+// Name is the sink's name in the config.
+func (s *Sink) Name() string { return s.cfg.Name }
+
+// TransactionalID is the producer's transactional.id.
+func (s *Sink) TransactionalID() string { return s.cfg.TransactionalID }
+
+// Close closes the clients. An open transaction (of a Write that has not
+// returned) is left to the broker, which aborts it after the transaction
+// timeout, or to the next producer with the same transactional id, which
+// aborts it when it starts. Close must not run concurrently with Recover
+// or Write.
+func (s *Sink) Close() error {
+	s.closeProducer()
+	s.meta.Close()
+	return nil
+}
+
+func (s *Sink) closeProducer() {
+	if s.prod != nil {
+		s.prod.Close()
+		s.prod = nil
+	}
+	s.ready = false
+}
+
+// Recover reads every record after offset ("" = every record of the
+// cluster's topics that the template could have made), reporting this
+// pipeline's to rec; refuses with pipeline.ErrFenced if one was written
+// by a higher epoch than epoch; and starts a new transactional producer,
+// which fences any older producer with the transactional id and aborts its
+// open transaction.
+//
+// The read has two rounds: up to the partitions' last stable offsets as
+// they are before the producer starts (so that a process that is already
+// fenced by a newer epoch's records does not fence that newer producer in
+// turn), then on to the last stable offsets after it started (past the
+// transaction it aborted).
+func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
+	s.closeProducer()
+	var rec pipeline.Recovery
+	saved, err := parseOffsets(offset)
+	if err != nil {
+		return rec, fmt.Errorf("kafka: checkpoint offset %q of sink %s %v: was the checkpoint written by another kind of sink of the same name?", offset, s.cfg.Name, err)
+	}
+	sc := &scanner{s: s, pos: saved, rec: &rec, gone: map[string]bool{}}
+	if err := sc.run(ctx); err != nil {
+		return pipeline.Recovery{}, err
+	}
+	if sc.maxEpoch > epoch {
+		return pipeline.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
+	}
+
+	prod, err := kgo.NewClient(s.producerOpts()...)
+	if err != nil {
+		return pipeline.Recovery{}, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	_, _, err = prod.ProducerID(ictx)
+	cancel()
+	if err != nil {
+		prod.Close()
+		return pipeline.Recovery{}, s.wrap(fmt.Sprintf("starting the transactional producer %q", s.cfg.TransactionalID), err)
+	}
+
+	if err := sc.run(ctx); err != nil {
+		prod.Close()
+		return pipeline.Recovery{}, err
+	}
+	if sc.maxEpoch > epoch {
+		prod.Close()
+		return pipeline.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
+	}
+	s.prod = prod
+	s.epoch = epoch
+	s.offs = sc.pos
+	s.known = sc.known
+	s.ready = true
+	rec.Offset = s.offs.String()
+	return rec, nil
+}
+
+func (s *Sink) fencedByEpoch(found, epoch uint64) error {
+	return fmt.Errorf("kafka: sink %s holds records of pipeline %q written by epoch %d, above this process's %d: %w", s.cfg.Name, s.pipeline, found, epoch, pipeline.ErrFenced)
+}
+
+// Write writes b in one Kafka transaction and returns the offsets after
+// it once the transaction has committed.
+func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+	if !s.ready {
+		return "", fmt.Errorf("kafka: sink %s: Write without a successful Recover since the last failure; call Recover first", s.cfg.Name)
+	}
+	if b.Epoch < s.epoch {
+		return "", fmt.Errorf("kafka: sink %s: batch of epoch %d, below the epoch %d the sink recovered under: %w", s.cfg.Name, b.Epoch, s.epoch, pipeline.ErrFenced)
+	}
+	if len(b.Messages) == 0 {
+		return s.offs.String(), nil
+	}
+	if err := s.write(ctx, b); err != nil {
+		// The client may hold an open transaction and records in any
+		// state: drop it (Close waits until the client no longer touches
+		// the batch). Recover starts a new one, which aborts the
+		// transaction.
+		s.closeProducer()
+		return "", err
+	}
+	return s.offs.String(), nil
+}
+
+func (s *Sink) write(ctx context.Context, b *pipeline.Batch) error {
+	recs, err := s.records(ctx, b)
+	if err != nil {
+		return err
+	}
+	s.failed.Store(false)
+	s.errMu.err, s.errMu.rec = nil, nil
+	if err := s.prod.BeginTransaction(); err != nil {
+		return s.writeErr(b, "beginning the transaction", err)
+	}
+	for i := range recs {
+		if s.failed.Load() {
+			break
+		}
+		s.prod.Produce(ctx, &recs[i], s.promise)
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	err = s.prod.Flush(fctx)
+	cancel()
+	if err != nil {
+		return s.writeErr(b, "sending the records", s.timedOut(ctx, "not every record was acknowledged", err))
+	}
+	s.errMu.Lock()
+	err, rec := s.errMu.err, s.errMu.rec
+	s.errMu.Unlock()
+	if err != nil {
+		what := "sending the records"
+		if rec != nil {
+			what = fmt.Sprintf("sending the records (first failed: topic %s)", rec.Topic)
+		}
+		return s.writeErr(b, what, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	err = s.prod.EndTransaction(cctx, kgo.TryCommit)
+	cancel()
+	if err != nil {
+		return s.writeErr(b, "committing the transaction", s.timedOut(ctx, "no answer", err))
+	}
+	for i := range recs {
+		r := &recs[i]
+		tp := topicPartition{r.Topic, r.Partition}
+		if next := r.Offset + 1; next > s.offs[tp] {
+			s.offs[tp] = next
+		}
+	}
+	return nil
+}
+
+// timedOut says what a step's deadline means, when it was the step's
+// own deadline (not ctx's) that ended it.
+func (s *Sink) timedOut(ctx context.Context, what string, err error) error {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s within request_timeout %s: %w", what, s.cfg.RequestTimeout, err)
+	}
+	return err
+}
+
+// onProduced is the promise of every record.
+func (s *Sink) onProduced(r *kgo.Record, err error) {
+	if err == nil {
+		return
+	}
+	s.errMu.Lock()
+	if s.errMu.err == nil {
+		s.errMu.err, s.errMu.rec = err, r
+	}
+	s.errMu.Unlock()
+	s.failed.Store(true)
+}
+
+// records makes the records of b (reusing the sink's buffers) and makes
+// sure their topics exist.
+func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, error) {
+	msgs := b.Messages
+	n := len(msgs)
+	var fresh []string
+	// First pass: topics, and the header values laid out in vals.
+	vals := strconv.AppendUint(s.vals[:0], b.Epoch, 10)
+	epochEnd := len(vals)
+	idx, names := s.idx[:0], s.names[:0]
+	for i := range msgs {
+		m := &msgs[i]
+		topic, err := s.topicOf(m)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
+		}
+		names = append(names, topic)
+		if !s.known[topic] && !slices.Contains(fresh, topic) {
+			fresh = append(fresh, topic)
+		}
+		idx = append(idx, len(vals))
+		vals = strconv.AppendUint(vals, m.Seq, 10)
+		idx = append(idx, len(vals))
+		if m.End != nil {
+			vals = pipeline.AppendEnd(vals, m.End)
+		}
+		idx = append(idx, len(vals))
+	}
+	epochVal := vals[:epochEnd:epochEnd]
+	s.vals, s.idx, s.names = vals, idx, names
+	if len(fresh) > 0 {
+		if err := s.ensureTopics(ctx, fresh); err != nil {
+			return nil, err
+		}
+	}
+
+	// Second pass: the records.
+	if cap(s.recs) < n {
+		s.recs = make([]kgo.Record, n)
+	}
+	recs := s.recs[:n]
+	const perRec = 5
+	if cap(s.hdrs) < perRec*n {
+		s.hdrs = make([]kgo.RecordHeader, perRec*n)
+	}
+	hdrs := s.hdrs[:perRec*n]
+	for i := range msgs {
+		m := &msgs[i]
+		src, ok := s.sources[m.Source]
+		if !ok {
+			src = []byte(m.Source)
+			s.sources[m.Source] = src
+		}
+		h := hdrs[perRec*i : perRec*i+perRec : perRec*i+perRec]
+		h[0] = kgo.RecordHeader{Key: pipeline.HeaderSeq, Value: vals[idx[3*i]:idx[3*i+1]:idx[3*i+1]]}
+		h[1] = kgo.RecordHeader{Key: pipeline.HeaderEpoch, Value: epochVal}
+		h[2] = kgo.RecordHeader{Key: pipeline.HeaderSource, Value: src}
+		h[3] = kgo.RecordHeader{Key: HeaderPipeline, Value: s.pipeVal}
+		size := recordOverhead + batchOverhead + len(m.Key) + len(m.Value) + len(pipeline.HeaderSeq) + len(pipeline.HeaderEpoch) + len(pipeline.HeaderSource) + len(HeaderPipeline) +
+			idx[3*i+1] - idx[3*i] + len(epochVal) + len(src) + len(s.pipeVal)
+		if m.End != nil {
+			h[4] = kgo.RecordHeader{Key: pipeline.HeaderEnd, Value: vals[idx[3*i+1]:idx[3*i+2]:idx[3*i+2]]}
+			size += len(pipeline.HeaderEnd) + idx[3*i+2] - idx[3*i+1]
+		} else {
+			h = h[:4]
+		}
+		if size > s.cfg.MaxRecordBytes {
+			return nil, fmt.Errorf("kafka: sink %s: message seq %d (table %s.%s) makes a record of about %d bytes, above max_record_bytes %d: raise max_record_bytes, and the topic's max.message.bytes with it",
+				s.cfg.Name, m.Seq, m.DB, m.Table, size, s.cfg.MaxRecordBytes)
+		}
+		recs[i] = kgo.Record{
+			Topic:   names[i],
+			Key:     m.Key,
+			Value:   m.Value,
+			Headers: h,
+		}
+	}
+	return recs, nil
+}
+
+// topicOf returns the topic of a message's table, rendered once per table.
+func (s *Sink) topicOf(m *pipeline.Message) (string, error) {
+	k := topicKey{m.Source, m.DB, m.Table}
+	if t, ok := s.topics[k]; ok {
+		return t, nil
+	}
+	t, err := s.topic.render(m.Source, m.DB, m.Table)
+	if err != nil {
+		return "", err
+	}
+	s.topics[k] = t
+	return t, nil
+}
+
+// ensureTopics makes sure topics exist, creating the missing ones when
+// create_topics allows.
+func (s *Sink) ensureTopics(ctx context.Context, topics []string) error {
+	details, err := s.metadata(ctx, topics...)
+	if err != nil {
+		return s.wrap("looking up topics "+strings.Join(topics, ", "), err)
+	}
+	var missing []string
+	for _, t := range topics {
+		d, ok := details[t]
+		switch {
+		case ok && d.err == nil:
+			s.known[t] = true
+		case !ok || errors.Is(d.err, kerr.UnknownTopicOrPartition):
+			missing = append(missing, t)
+		default:
+			return s.wrap("looking up topic "+t, d.err)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if !*s.cfg.CreateTopics {
+		return fmt.Errorf("kafka: sink %s: topic %s does not exist and create_topics is false: create it (kafka-topics.sh --create --topic %s), or set create_topics: true",
+			s.cfg.Name, strings.Join(missing, ", "), missing[0])
+	}
+	parts, rf := s.cfg.Partitions, s.cfg.ReplicationFactor
+	if parts == 0 {
+		parts = -1 // the broker's default
+	}
+	if rf == 0 {
+		rf = -1
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	res, err := s.adm.CreateTopics(tctx, parts, rf, nil, missing...)
+	if err != nil {
+		return s.wrap("creating topics "+strings.Join(missing, ", "), err)
+	}
+	for _, t := range missing {
+		r, ok := res[t]
+		if !ok {
+			return fmt.Errorf("kafka: sink %s: creating topic %s: the broker did not answer for it", s.cfg.Name, t)
+		}
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			msg := r.ErrMessage
+			if msg != "" {
+				msg = " (" + msg + ")"
+			}
+			return fmt.Errorf("kafka: sink %s: creating topic %s with %d partitions and replication factor %d (-1: the broker's default): %w%s; check partitions and replication_factor, or create the topic yourself",
+				s.cfg.Name, t, parts, rf, r.Err, msg)
+		}
+		if r.Err == nil {
+			s.log.Info("created topic", "topic", t, "partitions", r.NumPartitions, "replication_factor", r.ReplicationFactor)
+		}
+		s.known[t] = true
+	}
+	return nil
+}
+
+// isFenced reports whether err says that a newer producer with the same
+// transactional id has started.
+func isFenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)
+}
+
+// writeErr explains a failed Write.
+func (s *Sink) writeErr(b *pipeline.Batch, what string, err error) error {
+	return s.wrap(fmt.Sprintf("writing batch seq %d..%d (epoch %d): %s", b.FirstSeq(), b.LastSeq(), b.Epoch, what), err)
+}
+
+// wrap explains an error of the cluster, with pipeline.ErrFenced when a
+// newer producer has fenced this one.
+func (s *Sink) wrap(what string, err error) error {
+	if isFenced(err) {
+		return fmt.Errorf("kafka: sink %s: %s: another producer with transactional id %q has started (a newer process of pipeline %q): %w: %w",
+			s.cfg.Name, what, s.cfg.TransactionalID, s.pipeline, pipeline.ErrFenced, err)
+	}
+	return fmt.Errorf("kafka: sink %s: %s: %w; is the cluster at %s up and reachable?", s.cfg.Name, what, err, strings.Join(s.cfg.Brokers, ","))
+}
+
+// kgoLogger passes the client's warnings and errors to slog.
+type kgoLogger struct{ log *slog.Logger }
+
+func (l kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+
+func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	lv := slog.LevelWarn
+	if level == kgo.LogLevelError {
+		lv = slog.LevelError
+	}
+	l.log.Log(context.Background(), lv, "kafka client: "+msg, keyvals...)
+}
+
+// topicMeta is what a metadata request says of a topic.
+type topicMeta struct {
+	id       [16]byte
+	internal bool
+	err      error
+	leaders  map[int32]int32 // partition -> leader (-1: none)
+}
+
+// metadata asks the cluster about topics (all of them when none is
+// named), bypassing the client's metadata cache, which may hold a topic
+// as missing for a few seconds after it was created.
+func (s *Sink) metadata(ctx context.Context, topics ...string) (map[string]topicMeta, error) {
+	mctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(mctx, s.meta)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]topicMeta, len(resp.Topics))
+	for _, t := range resp.Topics {
+		if t.Topic == nil {
+			continue
+		}
+		tm := topicMeta{id: t.TopicID, internal: t.IsInternal, err: kerr.ErrorForCode(t.ErrorCode), leaders: make(map[int32]int32, len(t.Partitions))}
+		for _, p := range t.Partitions {
+			tm.leaders[p.Partition] = p.Leader
+		}
+		out[*t.Topic] = tm
+	}
+	return out, nil
+}

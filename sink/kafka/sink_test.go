@@ -1,0 +1,768 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+const testPipeline = "p1"
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// newCluster starts an in-process Kafka cluster of one broker, stopped at
+// the end of the test.
+func newCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// newSink makes a sink on brokers with 3 partitions per created topic and
+// short timeouts, closed at the end of the test.
+func newSink(t testing.TB, brokers []string, cfg Config) *Sink {
+	t.Helper()
+	cfg.Brokers = brokers
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 3
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = 5 * time.Second
+	}
+	s, err := New(cfg, testPipeline, quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func endAt(seq uint64) *position.Position {
+	return &position.Position{File: "mysql-bin.000001", Offset: uint32(seq * 100), GTIDs: "0-1-" + strconv.FormatUint(seq, 10), Flavor: position.MariaDB}
+}
+
+// batch returns messages first..last of epoch, from source "src", on
+// tables shop.orders and shop.order.lines (keys id = seq % 7, so rows
+// repeat); every third message and the last end a transaction.
+func batch(epoch, first, last uint64) *pipeline.Batch {
+	return batchOn(epoch, first, last, "orders", "order.lines")
+}
+
+func batchOn(epoch, first, last uint64, tables ...string) *pipeline.Batch {
+	b := &pipeline.Batch{Epoch: epoch}
+	for seq := first; seq <= last; seq++ {
+		m := pipeline.Message{
+			Seq:    seq,
+			Source: "src",
+			DB:     "shop",
+			Table:  tables[int(seq)%len(tables)],
+			Op:     binlog.OpInsert,
+			Key:    []byte(`{"id":` + strconv.FormatUint(seq%7, 10) + `}`),
+		}
+		if seq%3 == 0 || seq == last {
+			m.End = endAt(seq)
+		}
+		m.Value = value(m.Key, seq, epoch, m.End)
+		b.Messages = append(b.Messages, m)
+	}
+	return b
+}
+
+// value is a change line of about 300 bytes.
+func value(key []byte, seq, epoch uint64, end *position.Position) []byte {
+	v := fmt.Sprintf(`{"before":null,"after":{"id":%s,"customer":"customer-%06d","note":"%s"},"source":{"name":"src","db":"shop","table":"orders"},"op":"c","ts_ms":1700000000000,"sluice":{"seq":%d,"epoch":%d`,
+		key[6:len(key)-1], seq, strings.Repeat("x", 120), seq, epoch)
+	if end != nil {
+		v += `,"end":` + string(pipeline.AppendEnd(nil, end))
+	}
+	return []byte(v + "}}")
+}
+
+// after returns the messages of b after seq, as the pipeline passes them
+// on after a recovery that found seq.
+func after(b *pipeline.Batch, seq uint64) *pipeline.Batch {
+	out := &pipeline.Batch{Epoch: b.Epoch}
+	for _, m := range b.Messages {
+		if m.Seq > seq {
+			out.Messages = append(out.Messages, m)
+		}
+	}
+	return out
+}
+
+func mustRecover(t testing.TB, s *Sink, epoch uint64, offset string) pipeline.Recovery {
+	t.Helper()
+	rec, err := s.Recover(testCtx(t), epoch, offset)
+	if err != nil {
+		t.Fatalf("Recover(%d, %q): %v", epoch, offset, err)
+	}
+	return rec
+}
+
+func mustWrite(t testing.TB, s *Sink, b *pipeline.Batch) string {
+	t.Helper()
+	off, err := s.Write(testCtx(t), b)
+	if err != nil {
+		t.Fatalf("Write(seq %d..%d): %v", b.FirstSeq(), b.LastSeq(), err)
+	}
+	return off
+}
+
+// readAll returns every committed record of the topics, read by a
+// read_committed consumer, in partition order.
+func readAll(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
+	t.Helper()
+	ctx := testCtx(t)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListCommittedOffsets(ctx, topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[int32]kgo.Offset{}
+	left := 0
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Partition < 0 {
+			return
+		}
+		if want[o.Topic] == nil {
+			want[o.Topic] = map[int32]kgo.Offset{}
+		}
+		want[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
+		if o.Offset > 0 {
+			left++
+		}
+	})
+	cl.AddConsumePartitions(want)
+	var out []*kgo.Record
+	done := map[topicPartition]bool{}
+	for left > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			out = append(out, r)
+			tp := topicPartition{r.Topic, r.Partition}
+			if end, _ := ends.Lookup(r.Topic, r.Partition); r.Offset >= end.Offset-2 && !done[tp] {
+				// The last data record is followed by the commit marker.
+				done[tp] = true
+				left--
+			}
+		})
+	}
+	slices.SortStableFunc(out, func(a, b *kgo.Record) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return int(a.Offset - b.Offset)
+	})
+	return out
+}
+
+func header(r *kgo.Record, key string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// seqsOf returns the sorted sluice-seq headers of the records.
+func seqsOf(t testing.TB, rs []*kgo.Record) []uint64 {
+	t.Helper()
+	var out []uint64
+	for _, r := range rs {
+		v, _ := header(r, pipeline.HeaderSeq)
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s/%d@%d: %v", r.Topic, r.Partition, r.Offset, err)
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func seqRange(first, last uint64) []uint64 {
+	var out []uint64
+	for s := first; s <= last; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// murmur2 is Kafka's Utils.murmur2 (Java), written out independently of
+// the client's, to check the partitioning.
+func murmur2(data []byte) int32 {
+	const (
+		seed = int32(-1756908916) // 0x9747b28c
+		m    = int32(0x5bd1e995)
+		r    = 24
+	)
+	length := int32(len(data))
+	h := seed ^ length
+	n := len(data) / 4
+	for i := 0; i < n; i++ {
+		i4 := i * 4
+		k := int32(data[i4]) | int32(data[i4+1])<<8 | int32(data[i4+2])<<16 | int32(data[i4+3])<<24
+		k *= m
+		k ^= int32(uint32(k) >> r)
+		k *= m
+		h *= m
+		h ^= k
+	}
+	switch len(data) % 4 {
+	case 3:
+		h ^= int32(data[(len(data) & ^3)+2]) << 16
+		fallthrough
+	case 2:
+		h ^= int32(data[(len(data) & ^3)+1]) << 8
+		fallthrough
+	case 1:
+		h ^= int32(data[len(data) & ^3])
+		h *= m
+	}
+	h ^= int32(uint32(h) >> 13)
+	h *= m
+	h ^= int32(uint32(h) >> 15)
+	return h
+}
+
+func TestMurmur2MatchesJava(t *testing.T) {
+	// From Kafka's UtilsTest.testMurmur2.
+	for in, want := range map[string]int32{
+		"21":                         -973932308,
+		"foobar":                     -790332482,
+		"a-little-bit-long-string":   -985981536,
+		"a-little-bit-longer-string": -1486304829,
+		"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+		"abc": 479470107,
+	} {
+		if got := murmur2([]byte(in)); got != want {
+			t.Errorf("murmur2(%q) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+func TestWriteReadBack(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	s := newSink(t, brokers, Config{})
+	rec := mustRecover(t, s, 4, "")
+	if rec.MaxSeq != 0 || len(rec.Ends) != 0 || rec.Offset != "{}" {
+		t.Fatalf("Recover on an empty cluster = %+v, want nothing at offset {}", rec)
+	}
+	b1, b2 := batch(4, 1, 20), batch(4, 21, 50)
+	mustWrite(t, s, b1)
+	off := mustWrite(t, s, b2)
+
+	topics := []string{"shop.orders", "shop.order_lines"} // '.' in a name becomes '_'
+	got := readAll(t, brokers, topics...)
+	want := map[uint64]*pipeline.Message{}
+	for _, b := range []*pipeline.Batch{b1, b2} {
+		for i := range b.Messages {
+			want[b.Messages[i].Seq] = &b.Messages[i]
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("read %d records, wrote %d", len(got), len(want))
+	}
+	next := offsets{}
+	for _, r := range got {
+		v, _ := header(r, pipeline.HeaderSeq)
+		seq, _ := strconv.ParseUint(v, 10, 64)
+		m := want[seq]
+		if m == nil {
+			t.Fatalf("record %s/%d@%d has seq %q, not written", r.Topic, r.Partition, r.Offset, v)
+		}
+		delete(want, seq)
+		wantTopic := "shop.orders"
+		if m.Table == "order.lines" {
+			wantTopic = "shop.order_lines"
+		}
+		if r.Topic != wantTopic || string(r.Key) != string(m.Key) || string(r.Value) != string(m.Value) {
+			t.Errorf("seq %d: topic %s key %s value %.40s..., want %s %s %.40s...", seq, r.Topic, r.Key, r.Value, wantTopic, m.Key, m.Value)
+		}
+		if p := int32(murmur2(r.Key)&0x7fffffff) % 3; r.Partition != p {
+			t.Errorf("seq %d key %s in partition %d, murmur2 says %d", seq, r.Key, r.Partition, p)
+		}
+		for k, w := range map[string]string{pipeline.HeaderEpoch: "4", pipeline.HeaderSource: "src", HeaderPipeline: testPipeline} {
+			if h, _ := header(r, k); h != w {
+				t.Errorf("seq %d: header %s = %q, want %q", seq, k, h, w)
+			}
+		}
+		h, ok := header(r, pipeline.HeaderEnd)
+		if (m.End != nil) != ok {
+			t.Errorf("seq %d: has %s header %v, has End %v", seq, pipeline.HeaderEnd, ok, m.End != nil)
+		}
+		if ok {
+			if p, err := pipeline.ParseEnd([]byte(h)); err != nil || *p != *m.End {
+				t.Errorf("seq %d: %s = %s (%v), want %+v", seq, pipeline.HeaderEnd, h, err, *m.End)
+			}
+		}
+		tp := topicPartition{r.Topic, r.Partition}
+		next[tp] = max(next[tp], r.Offset+1)
+	}
+	if off != next.String() {
+		t.Errorf("Write's offset %s, want the next offsets of the records read %s", off, next.String())
+	}
+	// An empty batch changes nothing.
+	if o := mustWrite(t, s, &pipeline.Batch{Epoch: 4}); o != off {
+		t.Errorf("empty Write returned %s, want %s", o, off)
+	}
+}
+
+func TestRecover(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	s := newSink(t, brokers, Config{})
+	mustRecover(t, s, 1, "")
+	off1 := mustWrite(t, s, batch(1, 1, 10))
+	off2 := mustWrite(t, s, batch(1, 11, 25)) // the last end: 25
+	b3 := batch(1, 26, 31)
+	for i := range b3.Messages {
+		b3.Messages[i].End = nil // a large transaction's first chunk
+	}
+	off3 := mustWrite(t, s, b3)
+	s.Close()
+
+	cases := []struct {
+		name   string
+		offset string
+		maxSeq uint64
+		endSeq uint64 // 0: no end
+	}{
+		{"everything", "", 31, 25},
+		{"after the first batch", off1, 31, 25},
+		{"after the second batch", off2, 31, 0},
+		{"after the last batch", off3, 0, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSink(t, brokers, Config{})
+			rec := mustRecover(t, s, 2, tc.offset)
+			if rec.MaxSeq != tc.maxSeq || !sameEnd(rec.Offset, off3) {
+				t.Fatalf("Recover(%q) = MaxSeq %d offset %s, want %d %s", tc.offset, rec.MaxSeq, rec.Offset, tc.maxSeq, off3)
+			}
+			e, ok := rec.Ends["src"]
+			if tc.endSeq == 0 {
+				if ok {
+					t.Fatalf("Ends = %+v, want none", rec.Ends)
+				}
+			} else if !ok || e.Seq != tc.endSeq || e.Pos != *endAt(tc.endSeq) {
+				t.Fatalf("Ends = %+v, want src at seq %d", rec.Ends, tc.endSeq)
+			}
+			// From its own offset, Recover finds nothing more; the
+			// sink writes on under the new epoch.
+			if again := mustRecover(t, s, 2, rec.Offset); again.MaxSeq != 0 || again.Offset != rec.Offset {
+				t.Fatalf("Recover(%s) = %+v, want nothing", rec.Offset, again)
+			}
+		})
+	}
+	s2 := newSink(t, brokers, Config{})
+	mustRecover(t, s2, 2, off3)
+	mustWrite(t, s2, batch(2, 32, 40))
+	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 40)) {
+		t.Fatalf("seqs %v", got)
+	}
+}
+
+// Records that are not this pipeline's committed records are not
+// observed: an open transaction of an earlier producer with the sink's
+// transactional id (aborted by Recover), another producer's aborted
+// transaction, another pipeline's records and records without headers.
+func TestRecoverSeesOnlyCommittedRecordsOfItsPipeline(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(3, "shop.orders"))
+	brokers := c.ListenAddrs()
+	ctx := testCtx(t)
+	s := newSink(t, brokers, Config{})
+	mustRecover(t, s, 1, "")
+	mustWrite(t, s, batchOn(1, 1, 10, "orders"))
+
+	hdrs := func(seq, pipe string) []kgo.RecordHeader {
+		return []kgo.RecordHeader{{Key: pipeline.HeaderSeq, Value: []byte(seq)}, {Key: pipeline.HeaderEpoch, Value: []byte("9")},
+			{Key: pipeline.HeaderSource, Value: []byte("src")}, {Key: HeaderPipeline, Value: []byte(pipe)}}
+	}
+	txnProduce := func(txnID string, rs ...*kgo.Record) *kgo.Client {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.TransactionalID(txnID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	// Another producer's aborted transaction.
+	other := txnProduce("someone-else", &kgo.Record{Topic: "shop.orders", Key: []byte("a"), Headers: hdrs("200", testPipeline)})
+	if err := other.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
+	// Another pipeline's and header-less committed records.
+	plain, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plain.ProduceSync(ctx,
+		&kgo.Record{Topic: "shop.orders", Key: []byte("b"), Headers: hdrs("300", "another")},
+		&kgo.Record{Topic: "shop.orders", Key: []byte("c"), Value: []byte("hello")},
+	).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	plain.Close()
+	// A transaction of the sink's transactional id left open (a process
+	// that died before committing).
+	open := txnProduce(s.TransactionalID(), &kgo.Record{Topic: "shop.orders", Key: []byte("d"), Headers: hdrs("100", testPipeline)})
+	open.Close()
+
+	s2 := newSink(t, brokers, Config{})
+	rec := mustRecover(t, s2, 1, "")
+	if rec.MaxSeq != 10 {
+		t.Fatalf("MaxSeq %d, want 10 (the committed records of the pipeline)", rec.MaxSeq)
+	}
+	// The open transaction is aborted: the partition is readable to its
+	// end, and the next write lands.
+	mustWrite(t, s2, batchOn(1, 11, 12, "orders"))
+	rec = mustRecover(t, s2, 1, "")
+	if rec.MaxSeq != 12 {
+		t.Fatalf("MaxSeq %d after writing 11..12, want 12", rec.MaxSeq)
+	}
+}
+
+func TestFencing(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	s1 := newSink(t, brokers, Config{})
+	mustRecover(t, s1, 1, "")
+	off1 := mustWrite(t, s1, batch(1, 1, 10))
+
+	// A new process (epoch 2) starts with the same transactional id: its
+	// producer fences the first one's.
+	s2 := newSink(t, brokers, Config{})
+	if rec := mustRecover(t, s2, 2, off1); rec.MaxSeq != 0 {
+		t.Fatalf("MaxSeq %d", rec.MaxSeq)
+	}
+	_, err := s1.Write(testCtx(t), batch(1, 11, 20))
+	if !errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("zombie Write: %v, want ErrFenced", err)
+	}
+	t.Logf("zombie Write: %v", err)
+	mustWrite(t, s2, batch(2, 11, 20))
+
+	// The zombie's Recover finds the newer epoch's records (and does not
+	// fence the newer producer).
+	if _, err := s1.Recover(testCtx(t), 1, off1); !errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("zombie Recover: %v, want ErrFenced", err)
+	}
+	mustWrite(t, s2, batch(2, 21, 30))
+	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 30)) {
+		t.Fatalf("seqs %v", got)
+	}
+
+	// A batch of a lower epoch than the sink recovered under is refused.
+	if _, err := s2.Write(testCtx(t), batch(1, 31, 32)); !errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("Write of a lower epoch: %v, want ErrFenced", err)
+	}
+}
+
+// A topic created after the checkpoint (a new table) is found by the
+// recovery from that checkpoint, as is one with a fixed name.
+func TestRecoverFindsNewTopics(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(2, "unrelated", "other.topic"))
+	brokers := c.ListenAddrs()
+	s := newSink(t, brokers, Config{Topic: "cdc.{db}.{table}"})
+	mustRecover(t, s, 1, "")
+	off := mustWrite(t, s, batchOn(1, 1, 5, "a"))
+	mustWrite(t, s, batchOn(1, 6, 9, "b"))
+	if strings.Contains(off, "cdc.shop.b") {
+		t.Fatalf("offset %s already names the new topic", off)
+	}
+	s2 := newSink(t, brokers, Config{Topic: "cdc.{db}.{table}"})
+	rec := mustRecover(t, s2, 1, off)
+	if rec.MaxSeq != 9 || rec.Ends["src"].Seq != 9 {
+		t.Fatalf("Recover = MaxSeq %d ends %+v, want 9", rec.MaxSeq, rec.Ends)
+	}
+	if strings.Contains(rec.Offset, "unrelated") || !strings.Contains(rec.Offset, `"cdc.shop.b"`) {
+		t.Fatalf("offset %s", rec.Offset)
+	}
+
+	fixed := newSink(t, brokers, Config{Name: "k2", Topic: "all-changes", Partitions: 1})
+	if fixed.TransactionalID() != "sluice-p1-k2" {
+		t.Fatalf("transactional id %q", fixed.TransactionalID())
+	}
+	mustRecover(t, fixed, 1, "")
+	offF := mustWrite(t, fixed, batch(1, 1, 3))
+	mustWrite(t, fixed, batch(1, 4, 6))
+	if !sameEnd(offF, `{"all-changes":{"0":3}}`) {
+		t.Fatalf("offset %s", offF)
+	}
+	rec = mustRecover(t, fixed, 1, offF)
+	if rec.MaxSeq != 6 {
+		t.Fatalf("fixed topic: MaxSeq %d, want 6", rec.MaxSeq)
+	}
+}
+
+// sameEnd reports whether two offsets name the same partitions at the same
+// ends: a Write's offset is after its last record, a Recover's after the
+// transaction marker that follows.
+func sameEnd(a, b string) bool {
+	oa, err1 := parseOffsets(a)
+	ob, err2 := parseOffsets(b)
+	if err1 != nil || err2 != nil || len(oa) != len(ob) {
+		return false
+	}
+	for tp, x := range oa {
+		y, ok := ob[tp]
+		if !ok || x-y > 1 || y-x > 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// freePort returns a TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// The cluster goes away: Write fails within its timeouts; once the
+// cluster is back, Recover and Write again lose and repeat nothing.
+func TestOutage(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir), kfake.SyncWrites()}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokers := c.ListenAddrs()
+	s := newSink(t, brokers, Config{RequestTimeout: time.Second})
+	mustRecover(t, s, 1, "")
+	off := mustWrite(t, s, batch(1, 1, 10))
+	c.Close()
+
+	start := time.Now()
+	_, err = s.Write(testCtx(t), batch(1, 11, 20))
+	if err == nil || errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("Write with the cluster down: %v, want a retryable error", err)
+	}
+	t.Logf("Write with the cluster down failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if _, err := s.Recover(testCtx(t), 1, off); err == nil {
+		t.Fatal("Recover with the cluster down succeeded")
+	}
+
+	c, err = kfake.NewCluster(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := mustRecover(t, s, 1, off)
+	mustWrite(t, s, after(batch(1, 11, 20), rec.MaxSeq))
+	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 20)) {
+		t.Fatalf("seqs %v, want 1..20 once each", got)
+	}
+}
+
+// The commit fails after every record was sent: the records stay
+// invisible, Recover aborts their transaction, and writing again delivers
+// each message once.
+func TestCommitFails(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	s := newSink(t, brokers, Config{RequestTimeout: 2 * time.Second})
+	mustRecover(t, s, 1, "")
+	off := mustWrite(t, s, batch(1, 1, 10))
+	var cut atomic.Bool
+	cut.Store(true)
+	c.ControlKey(int16(kmsg.EndTxn), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !cut.Load() {
+			c.DropControl()
+			return nil, nil, false
+		}
+		c.KeepControl()
+		return nil, errors.New("connection cut"), true // closes the connection
+	})
+	b := batch(1, 11, 20)
+	if _, err := s.Write(testCtx(t), b); err == nil {
+		t.Fatal("Write whose commit failed succeeded")
+	} else {
+		t.Logf("Write whose commit failed: %v", err)
+	}
+	cut.Store(false)
+	rec := mustRecover(t, s, 1, off)
+	if rec.MaxSeq != 0 {
+		t.Fatalf("Recover observed MaxSeq %d from the uncommitted transaction", rec.MaxSeq)
+	}
+	mustWrite(t, s, after(b, rec.MaxSeq))
+	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 20)) {
+		t.Fatalf("seqs %v, want 1..20 once each", got)
+	}
+}
+
+// A broker that takes produce requests and never answers: Write gives up
+// after its timeout rather than waiting for ever, and once the broker
+// answers again, Recover and Write deliver each message once.
+func TestStalledBroker(t *testing.T) {
+	c := newCluster(t)
+	brokers := c.ListenAddrs()
+	s := newSink(t, brokers, Config{RequestTimeout: time.Second})
+	mustRecover(t, s, 1, "")
+	off := mustWrite(t, s, batch(1, 1, 10))
+	var stall atomic.Bool
+	stall.Store(true)
+	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !stall.Load() {
+			c.DropControl()
+			return nil, nil, false
+		}
+		c.KeepControl()
+		return nil, nil, true // no answer
+	})
+	start := time.Now()
+	b := batch(1, 11, 20)
+	_, err := s.Write(testCtx(t), b)
+	if err == nil {
+		t.Fatal("Write to a stalled broker succeeded")
+	}
+	t.Logf("Write to a stalled broker failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	stall.Store(false)
+	rec := mustRecover(t, s, 1, off)
+	mustWrite(t, s, after(b, rec.MaxSeq))
+	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 20)) {
+		t.Fatalf("seqs %v, want 1..20 once each", got)
+	}
+}
+
+func TestCreateTopicsOff(t *testing.T) {
+	c := newCluster(t, kfake.SeedTopics(1, "shop.orders"))
+	brokers := c.ListenAddrs()
+	off := false
+	s := newSink(t, brokers, Config{CreateTopics: &off})
+	mustRecover(t, s, 1, "")
+	mustWrite(t, s, batchOn(1, 1, 2, "orders"))
+	_, err := s.Write(testCtx(t), batchOn(1, 3, 4, "items"))
+	if err == nil || !strings.Contains(err.Error(), "shop.items does not exist and create_topics is false") {
+		t.Fatalf("Write to a missing topic: %v", err)
+	}
+	if err := c.CreateTopic("shop.items", 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec := mustRecover(t, s, 1, "")
+	if rec.MaxSeq != 2 {
+		t.Fatalf("MaxSeq %d", rec.MaxSeq)
+	}
+	mustWrite(t, s, batchOn(1, 3, 4, "items"))
+}
+
+func TestRecordTooLarge(t *testing.T) {
+	c := newCluster(t)
+	s := newSink(t, c.ListenAddrs(), Config{MaxRecordBytes: 2000})
+	mustRecover(t, s, 1, "")
+	b := batch(1, 1, 3)
+	b.Messages[1].Value = []byte(strings.Repeat("y", 3000))
+	_, err := s.Write(testCtx(t), b)
+	if err == nil || !strings.Contains(err.Error(), "message seq 2") || !strings.Contains(err.Error(), "max_record_bytes 2000") {
+		t.Fatalf("Write of a too large message: %v", err)
+	}
+}
+
+func TestSASL(t *testing.T) {
+	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "sluice", "s3cret"))
+	s := newSink(t, c.ListenAddrs(), Config{SASL: &SASLConfig{Mechanism: "scram-sha-256", User: "sluice", Password: "s3cret"}})
+	mustRecover(t, s, 1, "")
+	mustWrite(t, s, batch(1, 1, 5))
+
+	bad := newSink(t, c.ListenAddrs(), Config{SASL: &SASLConfig{Mechanism: "SCRAM-SHA-256", User: "sluice", Password: "wrong"}, RequestTimeout: time.Second})
+	if _, err := bad.Recover(testCtx(t), 1, ""); err == nil {
+		t.Fatal("Recover with a wrong password succeeded")
+	} else {
+		t.Logf("wrong password: %v", err)
+	}
+}
+
+func TestBadOffset(t *testing.T) {
+	c := newCluster(t)
+	s := newSink(t, c.ListenAddrs(), Config{})
+	if _, err := s.Recover(testCtx(t), 1, "1234"); err == nil || !strings.Contains(err.Error(), "another kind of sink") {
+		t.Fatalf("Recover with a NATS-like offset: %v", err)
+	}
+	if _, err := s.Write(testCtx(t), batch(1, 1, 1)); err == nil {
+		t.Fatal("Write without a successful Recover succeeded")
+	}
+}
+
+// Close leaves no goroutine of the Kafka client behind.
+func TestCloseReleases(t *testing.T) {
+	c := newCluster(t)
+	s := newSink(t, c.ListenAddrs(), Config{})
+	mustRecover(t, s, 1, "")
+	mustWrite(t, s, batch(1, 1, 10))
+	mustRecover(t, s, 1, "")
+	s.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		var left []string
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "franz-go/pkg/kgo.") {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines of the Kafka client left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
