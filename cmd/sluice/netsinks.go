@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/internal/bench"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/pipeline"
+	kafkasink "github.com/sluice-cdc/sluice/sink/kafka"
 	natssink "github.com/sluice-cdc/sluice/sink/nats"
 	redissink "github.com/sluice-cdc/sluice/sink/redis"
 )
@@ -18,6 +21,19 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 	where := fmt.Sprintf("sinks[%d].%s", i, sc.Type)
 	wrap := func(err error) error { return fmt.Errorf("%s:%d: %s: %w", path, sc.Line, where, err) }
 	switch sc.Type {
+	case "kafka":
+		var c kafkasink.Config
+		if err := config.DecodeSink(path, &sc.Kafka, where, &c); err != nil {
+			return nil, err
+		}
+		if c.Name == "" {
+			c.Name = sc.Name
+		}
+		s, err := kafkasink.New(c, pipelineName, slog.Default())
+		if err != nil {
+			return nil, wrap(err)
+		}
+		return s, nil
 	case "nats":
 		var c natssink.Config
 		if err := config.DecodeSink(path, &sc.NATS, where, &c); err != nil {
@@ -51,6 +67,20 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 // netSinkKinds are the networked sinks of the pipeline benchmark.
 func netSinkKinds() []bench.SinkKind {
 	return []bench.SinkKind{{
+		Name: "kafka",
+		New: func(ctx context.Context, dir string) (pipeline.Sink, func(), error) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			if err != nil {
+				return nil, nil, err
+			}
+			s, err := kafkasink.New(kafkasink.Config{Name: "kafka", Brokers: c.ListenAddrs()}, "bench", slog.Default())
+			if err != nil {
+				c.Close()
+				return nil, nil, err
+			}
+			return s, func() { s.Close(); c.Close() }, nil
+		},
+	}, {
 		Name: "redis",
 		New: func(ctx context.Context, dir string) (pipeline.Sink, func(), error) {
 			srv, err := testenv.StartRedisServer(ctx, dir)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,6 +22,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
@@ -148,6 +151,7 @@ func TestRunKill9ExactlyOnce(t *testing.T) {
 	e := newRunEnv(t)
 	e.withNATS(t)
 	e.withRedis(t)
+	e.withKafka(t)
 	ctx := context.Background()
 	if err := e.w.Txns(ctx, 50); err != nil { // rows for the snapshot
 		t.Fatal(err)
@@ -563,4 +567,54 @@ func TestRunSinkOutage(t *testing.T) {
 	_ = cmd.Wait()
 	e.checkAll(t, total)
 	e.checkMaterialized(t)
+}
+
+// withKafka adds a Kafka sink on an in-process kfake cluster.
+func (e *runEnv) withKafka(t *testing.T) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "app.log", "app.kv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	e.sinks = append(e.sinks, fmt.Sprintf("  - name: kafka\n    type: kafka\n    kafka: {brokers: [%q], request_timeout: 3s}", c.ListenAddrs()[0]))
+	e.readers["kafka"] = func() ([]*codec.Event, error) { return readKafka(c.ListenAddrs(), "app.log", "app.kv") }
+	return c
+}
+
+// readKafka reads every committed record of the topics (read_committed).
+func readKafka(brokers []string, topics ...string) ([]*codec.Event, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var evs []*codec.Event
+	for empty := 0; empty < 2; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return nil, err
+		}
+		if fs.NumRecords() == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		var derr error
+		fs.EachRecord(func(r *kgo.Record) {
+			ev, err := codec.DecodeLine(r.Value)
+			if err != nil {
+				derr = err
+				return
+			}
+			evs = append(evs, ev)
+		})
+		if derr != nil {
+			return nil, derr
+		}
+	}
+	return evs, nil
 }
