@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
@@ -477,12 +479,13 @@ func vmHWM(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
-// TestRunSinkOutage: Redis stops under load; the pipeline retries with a
-// clear log line, reports the sink down, keeps its memory within the
+// TestRunSinkOutage: Redis stops and Kafka refuses under load; the
+// pipeline retries with a clear log line, reports the sink down, keeps its memory within the
 // buffer, and when Redis is back delivers everything exactly once.
 func TestRunSinkOutage(t *testing.T) {
 	e := newRunEnv(t)
 	r := e.withRedis(t)
+	kc := e.withKafka(t)
 	ctx := context.Background()
 	admin := freePort(t)
 	e.writeConfig(t, "admin: {addr: "+admin+"}\n")
@@ -502,6 +505,17 @@ func TestRunSinkOutage(t *testing.T) {
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	// Kafka refuses every request (the connection is closed) meanwhile.
+	var refusing atomic.Bool
+	refusing.Store(true)
+	kc.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		if !refusing.Load() {
+			kc.DropControl()
+			return nil, nil, false
+		}
+		kc.KeepControl()
+		return nil, errors.New("refused by the test"), true
+	})
 	// Write under the outage: far more than the 4 MiB buffer holds.
 	end := time.Now().Add(outage())
 	sawDown := false
@@ -527,6 +541,7 @@ func TestRunSinkOutage(t *testing.T) {
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	refusing.Store(false)
 	total := e.w.N()
 	e.waitAll(t, total, &log)
 	if !strings.Contains(log.String(), "sink is back; delivery continues") {
