@@ -26,9 +26,7 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 		if err := config.DecodeSink(path, &sc.Kafka, where, &c); err != nil {
 			return nil, err
 		}
-		if c.Name == "" {
-			c.Name = sc.Name
-		}
+		c.Name = sc.Name // the list entry's name is the sink's name
 		s, err := kafkasink.New(c, pipelineName, slog.Default())
 		if err != nil {
 			return nil, wrap(err)
@@ -39,9 +37,7 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 		if err := config.DecodeSink(path, &sc.NATS, where, &c); err != nil {
 			return nil, err
 		}
-		if c.Name == "" {
-			c.Name = sc.Name
-		}
+		c.Name = sc.Name // the list entry's name is the sink's name
 		s, err := natssink.New(c, pipelineName, slog.Default())
 		if err != nil {
 			return nil, wrap(err)
@@ -52,9 +48,7 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 		if err := config.DecodeSink(path, &sc.Redis, where, &c); err != nil {
 			return nil, err
 		}
-		if c.Name == "" {
-			c.Name = sc.Name
-		}
+		c.Name = sc.Name // the list entry's name is the sink's name
 		s, err := redissink.New(c, pipelineName, slog.Default())
 		if err != nil {
 			return nil, wrap(err)
