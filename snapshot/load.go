@@ -76,8 +76,9 @@ type Config struct {
 	// More than one needs the RELOAD privilege (BACKUP STAGE) to start all
 	// of them at the same point; without it one connection reads.
 	Parallel int
-	// ChunkRows is the number of rows per SELECT and per delivered chunk
-	// (default 4096).
+	// ChunkRows is the number of rows per delivered chunk (default 16384).
+	// Each key range is read with one SELECT, cut into chunks as it
+	// streams.
 	ChunkRows int
 	// Method is "consistent" (default): the tables are read at one point
 	// before streaming; or "watermark": Run reads nothing and defers every
@@ -208,14 +209,26 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 		return Result{Position: pos, Method: "watermark", Deferred: deferred, Tables: len(deferred)}, nil
 	}
 
-	workers, res, err := startConsistent(ctx, &cfg, coord)
+	conns, res, err := startConsistent(ctx, &cfg, coord)
 	if err != nil {
 		return Result{}, err
 	}
+	workers := make([]*reader, len(conns))
+	for i, c := range conns {
+		if workers[i], err = newReader(c); err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			return Result{}, err
+		}
+	}
 	defer func() {
 		for _, w := range workers {
-			w.Execute("ROLLBACK")
-			w.Close()
+			if !w.broken {
+				w.close()
+				w.c.Execute("ROLLBACK")
+			}
+			w.c.Close()
 		}
 	}()
 	res.Tables = len(infos)
@@ -311,11 +324,11 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	var wg sync.WaitGroup
 	for _, w := range workers {
 		wg.Add(1)
-		go func(conn *client.Conn) {
+		go func(rd *reader) {
 			defer wg.Done()
 			for idx := range work {
 				it := items[idx]
-				err := readRange(ctx, conn, &cfg, it.info, it.lo, it.hi, res.Position, func(txn *binlog.Txn, last binlog.Row) error {
+				err := readRange(ctx, rd, &cfg, it.info, it.lo, it.hi, res.Position, func(txn *binlog.Txn, last binlog.Row) error {
 					it.progress.rows.Add(int64(len(txn.Changes)))
 					total.Add(int64(len(txn.Changes)))
 					return send(txn, idx, last)
@@ -361,60 +374,62 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	return res, nil
 }
 
-// readRange reads the rows of one key range in chunks.
-func readRange(ctx context.Context, conn *client.Conn, cfg *Config, info *TableInfo, lo, hi binlog.Row, pos position.Position, emit func(txn *binlog.Txn, lastKey binlog.Row) error) error {
+// readRange reads the rows of one key range, in key order, with one
+// query, and delivers them in chunks of cfg.ChunkRows rows, each with the
+// key of its last row (nil for a table without a key, read whole in no
+// particular order).
+//
+// One query per range costs the server less than a query per chunk (each
+// one a range scan of its own, ORDER BY … LIMIT); the price is a result
+// held open while emit blocks, which is why the workers' sessions raise
+// net_write_timeout (see startConsistent).
+func readRange(ctx context.Context, rd *reader, cfg *Config, info *TableInfo, lo, hi binlog.Row, pos position.Position, emit func(txn *binlog.Txn, lastKey binlog.Row) error) error {
 	t := info.Table
-	where := cfg.Where[t.QualifiedName()]
-	after := lo
-	for {
-		if err := ctx.Err(); err != nil {
+	query, args := ChunkQuery(t, info.Key, cfg.Where[t.QualifiedName()], lo, hi, 0)
+	var (
+		txn   *binlog.Txn
+		arena rowArena
+	)
+	start := func() {
+		txn = &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now(),
+			Changes: make([]binlog.Change, 0, cfg.ChunkRows)}
+		arena = rowArena{perRow: len(t.Columns), rows: cfg.ChunkRows}
+	}
+	deliver := func() error {
+		var last binlog.Row
+		if len(info.Key) > 0 {
+			last = CloneKey(t, info.Key, txn.Changes[len(txn.Changes)-1].After)
+		}
+		return emit(txn, last)
+	}
+	start()
+	err := rd.scanInto(ctx, t, query, args, arena.next, func(row binlog.Row) error {
+		arena.keepBytes(row)
+		txn.Changes = append(txn.Changes, binlog.Change{Op: binlog.OpRead, Table: t, After: row, File: pos.File, Pos: pos.Offset, Row: len(txn.Changes)})
+		if len(txn.Changes) < cfg.ChunkRows {
+			return nil
+		}
+		if err := deliver(); err != nil {
 			return err
 		}
-		limit := cfg.ChunkRows
-		if len(info.Key) == 0 {
-			limit = 0 // no usable key: the table in one stream
+		start()
+		return nil
+	})
+	if err != nil {
+		var myErr *mysql.MyError
+		if errors.As(err, &myErr) && (myErr.Code == mysql.ER_TABLE_DEF_CHANGED || myErr.Code == mysql.ER_NO_SUCH_TABLE) {
+			return fmt.Errorf("snapshot: %s was dropped or altered while the snapshot read it (%v); nothing of it after the last delivered chunk was read: run the snapshot again (with --checkpoint it resumes)", t.QualifiedName(), myErr)
 		}
-		query, args := ChunkQuery(t, info.Key, where, after, hi, limit)
-		txn := &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now(),
-			Changes: make([]binlog.Change, 0, cfg.ChunkRows)}
-		arena := rowArena{perRow: len(t.Columns), rows: cfg.ChunkRows}
-		n := 0
-		err := Scan(ctx, conn, t, query, args, func(row binlog.Row) error {
-			txn.Changes = append(txn.Changes, binlog.Change{Op: binlog.OpRead, Table: t, After: arena.clone(row), File: pos.File, Pos: pos.Offset, Row: n})
-			n++
-			if limit == 0 && n%cfg.ChunkRows == 0 { // keyless: deliver as it streams
-				if err := emit(txn, nil); err != nil {
-					return err
-				}
-				txn = &binlog.Txn{Begin: pos, End: pos, Last: true, Snapshot: true, CommitTime: time.Now(),
-					Changes: make([]binlog.Change, 0, cfg.ChunkRows)}
-				arena = rowArena{perRow: len(t.Columns), rows: cfg.ChunkRows}
-			}
-			return nil
-		})
-		if err != nil {
-			var myErr *mysql.MyError
-			if errors.As(err, &myErr) && (myErr.Code == mysql.ER_TABLE_DEF_CHANGED || myErr.Code == mysql.ER_NO_SUCH_TABLE) {
-				return fmt.Errorf("snapshot: %s was dropped or altered while the snapshot read it (%v); nothing of it after the last delivered chunk was read: run the snapshot again (with --checkpoint it resumes)", t.QualifiedName(), myErr)
-			}
-			return fmt.Errorf("snapshot: reading %s: %w", t.QualifiedName(), err)
-		}
-		if len(txn.Changes) > 0 {
-			if len(info.Key) > 0 {
-				after = CloneKey(t, info.Key, txn.Changes[len(txn.Changes)-1].After)
-			}
-			if err := emit(txn, after); err != nil {
-				return err
-			}
-		}
-		if limit == 0 || n < limit {
-			return nil
-		}
+		return fmt.Errorf("snapshot: reading %s: %w", t.QualifiedName(), err)
 	}
+	if len(txn.Changes) > 0 {
+		return deliver()
+	}
+	return nil
 }
 
-// rowArena copies rows out of Scan's reused buffers into chunk memory:
-// one allocation for a chunk's values when perRow and rows size it.
+// rowArena is the memory of a chunk's rows: one allocation for a chunk's
+// values when perRow and rows size it, and slabs for their bytes.
 type rowArena struct {
 	vals   []binlog.Value
 	buf    []byte
@@ -422,28 +437,52 @@ type rowArena struct {
 	rows   int // rows expected in the chunk
 }
 
-func (a *rowArena) clone(row binlog.Row) binlog.Row {
-	if cap(a.vals)-len(a.vals) < len(row) {
-		n := max(len(row)*256, 1024)
-		if a.vals == nil && a.perRow > 0 && a.rows > 0 {
+// next returns room for a row of perRow values.
+func (a *rowArena) next() binlog.Row {
+	if cap(a.vals)-len(a.vals) < a.perRow {
+		n := max(a.perRow*256, 1024)
+		if a.vals == nil && a.rows > 0 {
 			n = a.perRow * a.rows // the first slab holds the whole chunk
 		}
-		a.vals = make([]binlog.Value, 0, max(n, len(row)))
+		a.vals = make([]binlog.Value, 0, max(n, a.perRow))
 	}
 	s := len(a.vals)
-	for _, v := range row {
+	a.vals = a.vals[:s+a.perRow]
+	return binlog.Row(a.vals[s : s+a.perRow : s+a.perRow])
+}
+
+// keepBytes copies the bytes row's values point to (a reused buffer) into
+// the arena.
+func (a *rowArena) keepBytes(row binlog.Row) {
+	for i, v := range row {
 		if b := v.Bytes(); b != nil {
 			if cap(a.buf)-len(a.buf) < len(b) {
 				a.buf = make([]byte, 0, max(len(b), 64<<10))
 			}
 			o := len(a.buf)
 			a.buf = append(a.buf, b...)
-			v = binlog.BytesValue(v.Kind(), a.buf[o:len(a.buf):len(a.buf)])
+			row[i] = binlog.BytesValue(v.Kind(), a.buf[o:len(a.buf):len(a.buf)])
 		}
-		a.vals = append(a.vals, v)
 	}
-	return binlog.Row(a.vals[s:len(a.vals):len(a.vals)])
 }
+
+// clone copies row into the arena.
+func (a *rowArena) clone(row binlog.Row) binlog.Row {
+	if a.perRow == 0 {
+		a.perRow = len(row)
+	}
+	out := a.next()
+	copy(out, row)
+	a.keepBytes(out)
+	return out
+}
+
+// workerSessionSQL lets a reading connection's result wait for a slow
+// consumer: readRange reads a whole key range with one query, and the
+// server drops a client that reads nothing for net_write_timeout seconds
+// (default 60). A year is the most MariaDB accepts. A client that goes
+// away still ends the query: its socket is closed.
+const workerSessionSQL = "SET SESSION net_write_timeout = 31536000"
 
 // startConsistent opens the reading connections, each in a transaction
 // that sees the database at one point, and returns the binlog position of
@@ -485,7 +524,7 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn) ([]*c
 			return fail(err)
 		}
 		workers = append(workers, w)
-		for _, q := range []string{SessionSQL, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"} {
+		for _, q := range []string{SessionSQL, workerSessionSQL, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"} {
 			if _, err := w.Execute(q); err != nil {
 				return fail(fmt.Errorf("snapshot: %s: %w", q, err))
 			}

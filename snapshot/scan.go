@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -76,19 +77,76 @@ func SelectList(t *binlog.Table) string {
 // hold the result open: the server gives up on a client that reads
 // nothing for net_write_timeout seconds (default 60).
 func Scan(ctx context.Context, c *client.Conn, t *binlog.Table, query string, args []any, fn func(binlog.Row) error) error {
+	rd, err := newReader(c)
+	if err != nil {
+		return err
+	}
+	defer rd.close()
+	return withContext(ctx, c, func() error {
+		if err := session(c); err != nil {
+			return err
+		}
+		return rd.scan(ctx, t, query, args, fn)
+	})
+}
+
+// scan is Scan on a reader whose session is set: it prepares query once
+// for the reader and does not check ctx's end itself (see withContext).
+func (rd *reader) scan(ctx context.Context, t *binlog.Table, query string, args []any, fn func(binlog.Row) error) error {
 	s := scanner{t: t, ctx: ctx, fn: fn, row: make(binlog.Row, len(t.Columns))}
-	return withContext(ctx, c, func() error { return s.run(c, query, args) })
+	return rd.run(&s, query, args)
+}
+
+// scanInto is scan with each row decoded into into(), a row of
+// len(t.Columns) values, instead of one reused row; an error from fn
+// ends the read at once, leaving the connection unusable (reader.broken).
+// Bytes values still point into the reader's buffer: copy them before
+// fn returns.
+func (rd *reader) scanInto(ctx context.Context, t *binlog.Table, query string, args []any, into func() binlog.Row, fn func(binlog.Row) error) error {
+	s := scanner{t: t, ctx: ctx, fn: fn, into: into, abort: true}
+	return rd.run(&s, query, args)
+}
+
+func (rd *reader) run(s *scanner, query string, args []any) error {
+	st, err := rd.prepare(query)
+	if err != nil {
+		return s.queryError(err)
+	}
+	// Check the result's columns before running the query: an error
+	// found once rows are coming would have to read them all.
+	if len(st.RawColumnFields) > 0 {
+		cols := make([]column, len(st.RawColumnFields))
+		for i, raw := range st.RawColumnFields {
+			if cols[i], err = parseColumn(raw); err != nil {
+				return err
+			}
+		}
+		if _, err := s.chooseConvs(cols); err != nil {
+			return err
+		}
+	}
+	err = rd.execute(st, args, s.onColumns, s.onRow)
+	if err != nil && !errors.Is(err, errFromFn) && s.err == nil {
+		return s.queryError(err)
+	}
+	return s.err
 }
 
 type scanner struct {
 	t     *binlog.Table
 	ctx   context.Context
 	fn    func(binlog.Row) error
-	row   binlog.Row
+	row   binlog.Row        // the row decoded into, reused
+	into  func() binlog.Row // if set, returns the row to decode into instead
+	abort bool              // an error from fn ends the read at once
+	cols  []column
 	convs []conv
 	n     int   // rows seen
-	err   error // from fn or conversion; set, the rest of the result is drained
+	err   error // from fn or conversion
 }
+
+// errFromFn marks an error kept in scanner.err.
+var errFromFn = errors.New("snapshot: row callback failed")
 
 // conv says how to convert one result column.
 type conv struct {
@@ -114,35 +172,6 @@ const (
 	opSetName                 // SET member names
 )
 
-func (s *scanner) run(c *client.Conn, query string, args []any) error {
-	if err := session(c); err != nil {
-		return err
-	}
-	stmt, err := c.Prepare(query)
-	if err != nil {
-		return s.queryError(err)
-	}
-	defer stmt.Close()
-	// Check the result's columns before running the query: an error
-	// found once rows are coming would have to read them all.
-	fields, err := stmt.GetColumnFields()
-	if err != nil {
-		return fmt.Errorf("snapshot: reading %s: %w", quoteName(s.t.Schema, s.t.Name), err)
-	}
-	if _, err := s.chooseConvs(fields); err != nil {
-		return err
-	}
-	var result mysql.Result
-	err = stmt.ExecuteSelectStreaming(&result, s.onRow, s.onResult, args...)
-	if s.err != nil {
-		return s.err
-	}
-	if err != nil {
-		return s.queryError(err)
-	}
-	return nil
-}
-
 // session runs SessionSQL.
 func session(c *client.Conn) error {
 	if _, err := c.Execute(SessionSQL); err != nil {
@@ -163,32 +192,20 @@ func (s *scanner) queryError(err error) error {
 	return fmt.Errorf("snapshot: reading %s: %w", quoteName(s.t.Schema, s.t.Name), err)
 }
 
-// onResult chooses each result column's conversion. Temporal columns are
-// relabelled as strings, so that go-mysql hands over their
-// binary-protocol bytes as they came instead of formatting them as text
-// (which allocates); the bytes of a binary DATE, DATETIME, TIMESTAMP or
-// TIME are a length byte and the fields, laid out like a length-encoded
-// string. An error here (the columns differ from the statement's, which
-// were checked) is kept for after the rows, which must be read anyway.
-func (s *scanner) onResult(result *mysql.Result) error {
-	convs, err := s.chooseConvs(result.Fields)
+// onColumns chooses each result column's conversion.
+func (s *scanner) onColumns(cols []column) error {
+	convs, err := s.chooseConvs(cols)
 	if err != nil {
 		s.err = err
-		return nil
+		return errFromFn
 	}
-	for i, cv := range convs {
-		switch cv.op {
-		case opDate, opDateTime, opTimestamp, opTime:
-			result.Fields[i].Type = mysql.MYSQL_TYPE_STRING
-		}
-	}
-	s.convs = convs
+	s.cols, s.convs = cols, convs
 	return nil
 }
 
 // chooseConvs checks result columns against the table's and chooses the
 // conversion of each.
-func (s *scanner) chooseConvs(fields []*mysql.Field) ([]conv, error) {
+func (s *scanner) chooseConvs(fields []column) ([]conv, error) {
 	t := s.t
 	if len(fields) != len(t.Columns) {
 		return nil, fmt.Errorf("snapshot: %s: the query returns %d columns, the table has %d: select the table's columns in table order (see SelectList)",
@@ -200,7 +217,7 @@ func (s *scanner) chooseConvs(fields []*mysql.Field) ([]conv, error) {
 		cv, ok := chooseConv(col, f)
 		if !ok {
 			return nil, fmt.Errorf("snapshot: %s: result column %d %q has type %s, which cannot hold column %q (%s): select the table's columns in table order (see SelectList)",
-				t.QualifiedName(), i+1, f.Name, fieldTypeName(f.Type), col.Name, col.Kind)
+				t.QualifiedName(), i+1, f.name, fieldTypeName(f.typ), col.Name, col.Kind)
 		}
 		convs[i] = cv
 	}
@@ -227,8 +244,8 @@ func isStringField(t byte) bool {
 }
 
 // chooseConv picks the conversion of result field f into column col's kind.
-func chooseConv(col *binlog.Column, f *mysql.Field) (conv, bool) {
-	ft := f.Type
+func chooseConv(col *binlog.Column, f column) (conv, bool) {
+	ft := f.typ
 	k := col.Kind
 	switch k {
 	case binlog.KindInt:
@@ -279,10 +296,7 @@ func chooseConv(col *binlog.Column, f *mysql.Field) (conv, bool) {
 // connections configured with a read timeout, which resets deadlines).
 const ctxCheckEvery = 1024
 
-func (s *scanner) onRow(vals []mysql.FieldValue) error {
-	if s.err != nil {
-		return nil // draining after an error
-	}
+func (s *scanner) onRow(p []byte) error {
 	s.n++
 	if s.n%ctxCheckEvery == 0 {
 		if err := s.ctx.Err(); err != nil {
@@ -290,40 +304,127 @@ func (s *scanner) onRow(vals []mysql.FieldValue) error {
 		}
 	}
 	row := s.row
+	if s.into != nil {
+		row = s.into()
+	}
+	if err := s.decode(p, row); err != nil {
+		s.err = err
+		return errFromFn
+	}
+	if err := s.fn(row); err != nil {
+		s.err = err
+		if s.abort {
+			return err
+		}
+		return errFromFn
+	}
+	return nil
+}
+
+// decode converts a binary-protocol row packet into row: a 0x00
+// header, a NULL bitmap offset by two bits, then each non-NULL value in
+// its type's layout. Bytes values point into p.
+func (s *scanner) decode(p []byte, row binlog.Row) error {
+	cols := s.cols
+	nullLen := (len(cols) + 9) / 8
+	if len(p) < 1+nullLen || p[0] != 0 {
+		return fmt.Errorf("%w: row", errMalformed)
+	}
+	nulls := p[1 : 1+nullLen]
+	pos := 1 + nullLen
 	for i := range s.convs {
-		fv := &vals[i]
-		if fv.Type == mysql.FieldValueTypeNull {
+		if bit := i + 2; nulls[bit>>3]&(1<<(bit&7)) != 0 {
 			row[i] = binlog.NullValue()
 			continue
+		}
+		f := &cols[i]
+		var (
+			u    uint64 // an integer or float's bits
+			b    []byte // anything else
+			size int
+		)
+		switch f.typ {
+		case mysql.MYSQL_TYPE_TINY:
+			size = 1
+		case mysql.MYSQL_TYPE_SHORT, mysql.MYSQL_TYPE_YEAR:
+			size = 2
+		case mysql.MYSQL_TYPE_INT24, mysql.MYSQL_TYPE_LONG, mysql.MYSQL_TYPE_FLOAT:
+			size = 4
+		case mysql.MYSQL_TYPE_LONGLONG, mysql.MYSQL_TYPE_DOUBLE:
+			size = 8
+		case mysql.MYSQL_TYPE_DATE, mysql.MYSQL_TYPE_NEWDATE, mysql.MYSQL_TYPE_DATETIME, mysql.MYSQL_TYPE_DATETIME2,
+			mysql.MYSQL_TYPE_TIMESTAMP, mysql.MYSQL_TYPE_TIMESTAMP2, mysql.MYSQL_TYPE_TIME, mysql.MYSQL_TYPE_TIME2:
+			// A length byte and the fields: laid out as a length-encoded
+			// string of at most 12 bytes.
+			if pos >= len(p) || p[pos] > 12 {
+				return s.badRow(i)
+			}
+			fallthrough
+		default:
+			v, n, ok := lenencBytes(p[pos:])
+			if !ok {
+				return s.badRow(i)
+			}
+			b, pos = v, pos+n
+		}
+		if size > 0 {
+			if len(p)-pos < size {
+				return s.badRow(i)
+			}
+			q := p[pos : pos+size]
+			pos += size
+			switch size {
+			case 1:
+				u = uint64(q[0])
+				if !f.unsigned() {
+					u = uint64(int64(int8(q[0])))
+				}
+			case 2:
+				u = uint64(binary.LittleEndian.Uint16(q))
+				if !f.unsigned() && f.typ != mysql.MYSQL_TYPE_YEAR {
+					u = uint64(int64(int16(u)))
+				}
+			case 4:
+				u = uint64(binary.LittleEndian.Uint32(q))
+				if !f.unsigned() && f.typ != mysql.MYSQL_TYPE_FLOAT {
+					u = uint64(int64(int32(u)))
+				}
+			case 8:
+				u = binary.LittleEndian.Uint64(q)
+			}
 		}
 		cv := s.convs[i]
 		switch cv.op {
 		case opInt:
-			row[i] = binlog.IntValue(fv.AsInt64())
+			row[i] = binlog.IntValue(int64(u))
 		case opUint:
-			row[i] = binlog.UintValue(fv.AsUint64())
+			row[i] = binlog.UintValue(u)
 		case opNum:
-			row[i] = binlog.NumValue(cv.kind, fv.AsUint64())
+			row[i] = binlog.NumValue(cv.kind, u)
 		case opFloat:
 			// As the binlog decoder: the single-precision value, widened.
-			row[i] = binlog.FloatValue(binlog.KindFloat, float64(float32(fv.AsFloat64())))
+			if f.typ == mysql.MYSQL_TYPE_FLOAT {
+				row[i] = binlog.FloatValue(binlog.KindFloat, float64(math.Float32frombits(uint32(u))))
+			} else {
+				row[i] = binlog.FloatValue(binlog.KindFloat, float64(float32(math.Float64frombits(u))))
+			}
 		case opDouble:
-			row[i] = binlog.FloatValue(binlog.KindDouble, fv.AsFloat64())
+			row[i] = binlog.FloatValue(binlog.KindDouble, math.Float64frombits(u))
 		case opBytes:
-			row[i] = binlog.BytesValue(cv.kind, nonNil(fv.AsString()))
+			row[i] = binlog.BytesValue(cv.kind, nonNil(b))
 		default:
-			v, err := s.convertOther(i, cv, fv.AsString())
+			v, err := s.convertOther(i, cv, b)
 			if err != nil {
-				s.err = err
-				return nil
+				return err
 			}
 			row[i] = v
 		}
 	}
-	if err := s.fn(row); err != nil {
-		s.err = err
-	}
 	return nil
+}
+
+func (s *scanner) badRow(i int) error {
+	return fmt.Errorf("%w: %s column %q of a row", errMalformed, s.t.QualifiedName(), s.t.Columns[i].Name)
 }
 
 // empty is the value of empty strings: non-nil, as the binlog decoder's.
