@@ -39,6 +39,11 @@ var (
 	ErrPrivilege = errors.New("binlog: missing privilege")
 	// ErrClosed is returned by Next after Close.
 	ErrClosed = errors.New("binlog: reader closed")
+	// ErrReplaced means the server dropped this replica's binlog dump
+	// because another replica connected with the same server_id (MariaDB
+	// error 4052, MySQL 1236 "... same server_uuid/server_id"): another
+	// process of the same pipeline has taken over.
+	ErrReplaced = errors.New("binlog: another replica with the same server_id took over the binlog dump")
 )
 
 // Start modes for Config.StartAt.
@@ -466,7 +471,7 @@ func retryable(err error) bool {
 		return true
 	}
 	if errors.Is(err, ErrPurged) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrSchemaMismatch) ||
-		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, errHandler) {
+		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, ErrReplaced) || errors.Is(err, errHandler) {
 		return false
 	}
 	var myErr *mysql.MyError
@@ -930,6 +935,9 @@ func (r *Reader) classify(err error) error {
 		return err
 	}
 	var myErr *mysql.MyError
+	if errors.As(err, &myErr) && strings.Contains(myErr.Message, "same server_uuid/server_id") {
+		return fmt.Errorf("%w (server_id %d, at %s): %s", ErrReplaced, r.cfg.ServerID, r.resume, myErr.Message)
+	}
 	if errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG {
 		msg := strings.ToLower(myErr.Message)
 		if strings.Contains(msg, "purged") || strings.Contains(msg, "could not find") || strings.Contains(msg, "not find first log") || strings.Contains(msg, "gtid") && strings.Contains(msg, "not") {

@@ -477,3 +477,64 @@ func timeout(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// Two replicas of one pipeline connect with the same server_id: MariaDB
+// keeps only the newer binlog dump and drops the older connection. This is
+// what high availability relies on for "one dump per source".
+func TestSameServerIDServerDropsOlderDump(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	same := func(c *binlog.Config) { c.ServerID = 5151; c.ReplicaHost = "sluice-ha"; c.Heartbeat = 200 * time.Millisecond }
+	first := newReader(t, db, same)
+	if err := first.Ready(timeout(t)); err != nil {
+		t.Fatal(err)
+	}
+	dumps := func() int {
+		rs, err := db.Query(context.Background(), "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE COMMAND LIKE 'Binlog Dump%'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := rs.GetInt(0, 0)
+		return int(n)
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for i := 0; !ok(); i++ {
+			if i == 200 {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor("the first dump", func() bool { return dumps() == 1 })
+	second := newReader(t, db, same)
+	if err := second.Ready(timeout(t)); err != nil {
+		t.Fatal(err)
+	}
+	// The older reader stops with ErrReplaced rather than reconnecting
+	// (which would in turn drop the newer one).
+	nctx, ncancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer ncancel()
+	for {
+		_, err := first.Next(nctx)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, binlog.ErrReplaced) || !strings.Contains(err.Error(), "server_id 5151") {
+			t.Fatalf("the older reader: %v, want ErrReplaced", err)
+		}
+		break
+	}
+	if first.Stats().Reconnects != 0 {
+		t.Fatalf("the older reader reconnected %d times", first.Stats().Reconnects)
+	}
+	first.Close()
+	waitFor("a single dump", func() bool { return dumps() == 1 })
+	// The survivor streams.
+	exec(t, db, "CREATE DATABASE ha", "CREATE TABLE ha.t (id INT PRIMARY KEY)", "INSERT INTO ha.t VALUES (1)")
+	for {
+		txn := next(t, second)
+		if len(txn.Changes) > 0 && txn.Changes[0].Table != nil && txn.Changes[0].Table.Name == "t" {
+			break
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"strings"
@@ -86,6 +87,9 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	cfg.Logger = s.log
 	if cfg.ReplicaHost == "" {
 		cfg.ReplicaHost = "sluice-" + s.pipeline
+	}
+	if cfg.ServerID == 0 {
+		cfg.ServerID = PipelineServerID(s.pipeline)
 	}
 	mode := s.cfg.Snapshot.Mode
 	if mode == "" {
@@ -231,6 +235,14 @@ func (s *source) stopStreaming() {
 		req.done <- errors.New("the pipeline is stopping")
 	}
 	s.pending = nil
+}
+
+// PipelineServerID is the replica server_id a pipeline uses when none is
+// configured: the same for every process of the pipeline (so that a new
+// leader's binlog dump replaces the old one's on the server), different
+// between pipelines with different names.
+func PipelineServerID(pipeline string) uint32 {
+	return 1_000_000 + crc32.ChecksumIEEE([]byte(pipeline))%(1<<30)
 }
 
 // addTable asks the running stream to snapshot a table incrementally.

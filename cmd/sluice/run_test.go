@@ -607,13 +607,22 @@ func readKafka(brokers []string, topics ...string) ([]*codec.Event, error) {
 	defer cl.Close()
 	var evs []*codec.Event
 	for empty := 0; empty < 2; {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// The first poll waits long (metadata, offsets; slow under -race),
+		// later ones stop the read when nothing more comes.
+		wait := time.Second
+		if len(evs) == 0 {
+			wait = 10 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		fs := cl.PollFetches(ctx)
 		cancel()
 		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return nil, err
 		}
 		if fs.NumRecords() == 0 {
+			if len(evs) == 0 {
+				return nil, nil
+			}
 			empty++
 			continue
 		}
