@@ -318,6 +318,10 @@ func TestRunAdminIncrementalSnapshotAndMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	out, err = exec.Command(e.bin, "status", "--config", e.config).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "checkpoint: version") || !strings.Contains(string(out), "running=true epoch=1") {
+		t.Errorf("sluice status: %v\n%s", err, out)
+	}
 	status := httpGet(t, "http://"+admin+"/status")
 	if !strings.Contains(status, `"running": true`) || !strings.Contains(status, `"last_seq"`) {
 		t.Errorf("/status: %s", status)
