@@ -25,7 +25,9 @@ type Config struct {
 	Source     Source     `yaml:"source"`
 	Sinks      []Sink     `yaml:"sinks"`
 	Checkpoint Checkpoint `yaml:"checkpoint"`
-	Admin      Admin      `yaml:"admin"`
+	// Coordinator elects one leader among the pipeline's processes.
+	Coordinator Coordinator `yaml:"coordinator"`
+	Admin       Admin       `yaml:"admin"`
 	Buffer     Buffer     `yaml:"buffer"`
 	Log        Log        `yaml:"log"`
 }
@@ -79,6 +81,14 @@ type Checkpoint struct {
 	Type     string        `yaml:"type"`
 	Path     string        `yaml:"path"`
 	Interval time.Duration `yaml:"interval"`
+}
+
+// Coordinator chooses how processes of one pipeline agree on a leader.
+type Coordinator struct {
+	// Type: none (default: one process) or etcd.
+	Type string `yaml:"type"`
+	// Etcd is the etcd block (coord.Config), decoded by the command.
+	Etcd yaml.Node `yaml:"etcd"`
 }
 
 // Admin is the HTTP endpoint for metrics, status and commands.
@@ -444,14 +454,31 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 			return at(fmt.Sprintf("%q: want stdout, file, kafka, redis or nats", s.Type), "type")
 		}
 	}
-	switch c.Checkpoint.Type {
-	case "", "file":
-		c.Checkpoint.Type = "file"
-		if c.Checkpoint.Path == "" {
-			c.Checkpoint.Path = c.Pipeline + ".checkpoint.json"
+	switch c.Coordinator.Type {
+	case "", "none":
+		c.Coordinator.Type = "none"
+	case "etcd":
+		if c.Coordinator.Etcd.Kind == 0 {
+			return bad("coordinator type etcd needs an etcd: block, e.g. etcd: {endpoints: [127.0.0.1:2379]}", "coordinator", "etcd")
 		}
 	default:
-		return bad(fmt.Sprintf("%q: want file (etcd comes with the coordinator)", c.Checkpoint.Type), "checkpoint", "type")
+		return bad(fmt.Sprintf("%q: want none or etcd", c.Coordinator.Type), "coordinator", "type")
+	}
+	switch c.Checkpoint.Type {
+	case "":
+		c.Checkpoint.Type = "file"
+		if c.Coordinator.Type == "etcd" {
+			c.Checkpoint.Type = "etcd" // the checkpoint moves with the leadership
+		}
+	case "file", "etcd":
+	default:
+		return bad(fmt.Sprintf("%q: want file or etcd", c.Checkpoint.Type), "checkpoint", "type")
+	}
+	if c.Checkpoint.Type == "etcd" && c.Coordinator.Type != "etcd" {
+		return bad("etcd needs coordinator: {type: etcd, etcd: {...}}: the checkpoint is saved only while this process leads", "checkpoint", "type")
+	}
+	if c.Checkpoint.Type == "file" && c.Checkpoint.Path == "" {
+		c.Checkpoint.Path = c.Pipeline + ".checkpoint.json"
 	}
 	if c.Checkpoint.Interval < 0 {
 		return bad("must not be negative", "checkpoint", "interval")
@@ -469,8 +496,8 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	return nil
 }
 
-// DecodeSink decodes a sink's typed block into v (a sink package's
-// Config), rejecting unknown keys with their line.
+// DecodeSink decodes a typed block (a sink's, the coordinator's) into v
+// (its package's Config), rejecting unknown keys with their line.
 func DecodeSink(file string, n *yaml.Node, path string, v any) error {
 	if err := checkKeys(n, reflect.TypeOf(v), path, file); err != nil {
 		return err
