@@ -736,6 +736,11 @@ func (w *writer) finish(ctx context.Context) error {
 // write delivers one batch to every sink (at once), retrying each sink
 // until it takes the batch, then records the progress.
 func (w *writer) write(ctx context.Context, bt *batch) error {
+	// A stopped run (lost leadership, shutdown) writes nothing more, even a
+	// batch already received.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	sinks := w.p.cfg.Sinks
 	errs := make([]error, len(sinks))
 	var wg sync.WaitGroup
@@ -823,6 +828,9 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 		}
 		if j == len(msgs) {
 			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		sub := &Batch{Epoch: bt.Epoch, Messages: msgs[j:]}
 		off, err := s.Write(ctx, sub)
