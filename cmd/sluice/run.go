@@ -68,7 +68,7 @@ func setLogger(l config.Log) {
 }
 
 // buildPipeline turns a config into a pipeline (not started).
-func buildPipeline(path string, cfg *config.Config, m *metrics) (*pipeline.Pipeline, []pipeline.Sink, error) {
+func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint.Store, epoch func(context.Context, uint64) (uint64, error)) (*pipeline.Pipeline, []pipeline.Sink, error) {
 	src, err := binlog.ParseSourceURL(cfg.Source.URL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: source.url: %w", path, err)
@@ -111,7 +111,8 @@ func buildPipeline(path string, cfg *config.Config, m *metrics) (*pipeline.Pipel
 			SignalTable: cfg.Source.SignalTable,
 		},
 		Sinks:           sinks,
-		Store:           &checkpoint.FileStore{Path: cfg.Checkpoint.Path},
+		Store:           store,
+		Epoch:           epoch,
 		BatchBytes:      int(cfg.Buffer.BatchBytes),
 		BufferBytes:     int(cfg.Buffer.MaxBytes),
 		CheckpointEvery: cfg.Checkpoint.Interval,
@@ -170,9 +171,38 @@ func buildSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Sink,
 }
 
 // runPipeline runs the pipeline with its admin endpoint until ctx ends.
+// With an etcd coordinator it first waits, as a follower, until this
+// process leads; it then runs under the leadership's epoch, and when the
+// leadership is lost it stops writing at once and returns an error (exit
+// status 1: a supervisor restarts it as a follower).
 func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
 	m := newMetrics(cfg.Pipeline)
-	p, sinks, err := buildPipeline(path, cfg, m)
+	var (
+		store checkpoint.Store = &checkpoint.FileStore{Path: cfg.Checkpoint.Path}
+		epoch func(context.Context, uint64) (uint64, error)
+		lost  <-chan struct{}
+	)
+	if cfg.Coordinator.Type == "etcd" {
+		co, err := newCoordinator(path, cfg)
+		if err != nil {
+			return err
+		}
+		defer co.Close()
+		slog.Info("waiting for leadership (follower)", "pipeline", cfg.Pipeline, "id", co.ID())
+		lead, err := co.Campaign(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		slog.Info("leading the pipeline", "pipeline", cfg.Pipeline, "epoch", lead.Epoch(), "id", co.ID())
+		store = co.CheckpointStore(lead)
+		le := lead.Epoch()
+		epoch = func(context.Context, uint64) (uint64, error) { return le, nil }
+		lost = lead.Lost()
+	}
+	p, sinks, err := buildPipeline(path, cfg, m, store, epoch)
 	if err != nil {
 		return err
 	}
@@ -184,12 +214,29 @@ func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
 		}
 		defer stop()
 	}
-	err = p.Run(ctx)
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if lost != nil {
+		go func() {
+			select {
+			case <-lost:
+				slog.Error("leadership lost: stopped writing; exiting so that a supervisor restarts this process as a follower", "pipeline", cfg.Pipeline)
+				cancel(errLeadershipLost)
+			case <-rctx.Done():
+			}
+		}()
+	}
+	err = p.Run(rctx)
+	if cause := context.Cause(rctx); errors.Is(cause, errLeadershipLost) {
+		return cause
+	}
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
 }
+
+var errLeadershipLost = errors.New("leadership lost (etcd unreachable for 2/3 of the lease, or another process leads)")
 
 // serveAdmin starts the admin HTTP endpoint: /metrics, /healthz, /status
 // and POST /snapshot?table=db.table[&where=...].

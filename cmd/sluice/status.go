@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/coord"
 )
 
 // statusCmd prints what a pipeline's checkpoint, coordinator and running
@@ -34,12 +35,14 @@ func statusCmd() *cobra.Command {
 			defer cancel()
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "pipeline:   %s\n", cfg.Pipeline)
-			store, closeStore, err := openStore(ctx, cfg)
+			store, co, err := openStore(ctx, path, cfg)
 			if err != nil {
 				return err
 			}
-			defer closeStore()
-			if err := printCoordinator(ctx, w, cfg); err != nil {
+			if co != nil {
+				defer co.Close()
+			}
+			if err := printCoordinator(ctx, w, co); err != nil {
 				return err
 			}
 			cp, err := store.Load(ctx)
@@ -96,13 +99,35 @@ func printAdmin(ctx context.Context, w io.Writer, addr string) {
 	}
 }
 
-// openStore opens the configured checkpoint store.
-func openStore(ctx context.Context, cfg *config.Config) (checkpoint.Store, func(), error) {
-	return &checkpoint.FileStore{Path: cfg.Checkpoint.Path}, func() {}, nil
+// openStore opens the configured checkpoint store (read only here).
+func openStore(ctx context.Context, path string, cfg *config.Config) (checkpoint.Store, *coord.Etcd, error) {
+	if cfg.Coordinator.Type != "etcd" {
+		return &checkpoint.FileStore{Path: cfg.Checkpoint.Path}, nil, nil
+	}
+	co, err := newCoordinator(path, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &checkpoint.EtcdStore{Client: co.Client(), Key: co.CheckpointKey()}, co, nil
 }
 
-// printCoordinator shows the leader and followers (with a coordinator).
-func printCoordinator(ctx context.Context, w io.Writer, cfg *config.Config) error {
-	fmt.Fprintln(w, "leader:     none (coordinator: none; one process)")
+// printCoordinator shows the leader and followers.
+func printCoordinator(ctx context.Context, w io.Writer, co *coord.Etcd) error {
+	if co == nil {
+		fmt.Fprintln(w, "leader:     none (coordinator: none; one process)")
+		return nil
+	}
+	st, err := co.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Leader == nil {
+		fmt.Fprintln(w, "leader:     none (no process leads now)")
+	} else {
+		fmt.Fprintf(w, "leader:     %s, epoch %d, since %s (%s ago)\n", st.Leader.ID, st.Leader.Epoch, st.Leader.Since.Format(time.RFC3339), time.Since(st.Leader.Since).Round(time.Second))
+	}
+	for _, f := range st.Followers {
+		fmt.Fprintf(w, "follower:   %s, waiting since %s\n", f.ID, f.Since.Format(time.RFC3339))
+	}
 	return nil
 }

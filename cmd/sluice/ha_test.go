@@ -1,0 +1,452 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice/coord"
+	"github.com/sluice-cdc/sluice/internal/testenv/etcdenv"
+)
+
+// haLease is the leases of the HA tests: short, so that failovers are quick.
+const haLease = 2 * time.Second
+
+// replica is one `sluice run` process of a pipeline, with its own path to
+// etcd (a proxy, so that a test can cut it off).
+type replica struct {
+	n      int
+	config string
+	proxy  *etcdenv.Proxy
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	done   chan struct{}
+	err    error
+	starts int
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type haEnv struct {
+	*runEnv
+	etcd *etcdenv.Etcd
+	reps []*replica
+	co   *coord.Etcd
+}
+
+// newHAEnv starts MariaDB, etcd and the sinks, and writes one config per
+// replica (each reaching etcd through its own proxy).
+func newHAEnv(t *testing.T, replicas int) *haEnv {
+	t.Helper()
+	e := newRunEnv(t)
+	e.withNATS(t)
+	e.withRedis(t)
+	e.withKafka(t)
+	h := &haEnv{runEnv: e, etcd: etcdenv.Start(t)}
+	for i := range replicas {
+		p := etcdenv.NewProxy(t, h.etcd.Endpoint())
+		e.writeConfig(t, fmt.Sprintf("coordinator:\n  type: etcd\n  etcd: {endpoints: [%q], lease_ttl: %s, id: replica-%d}\n", p.Endpoint(), haLease, i))
+		cfg := filepath.Join(e.dir, fmt.Sprintf("replica-%d.yaml", i))
+		if err := os.Rename(e.config, cfg); err != nil {
+			t.Fatal(err)
+		}
+		h.reps = append(h.reps, &replica{n: i, config: cfg, proxy: p, log: &syncBuffer{}})
+	}
+	co, err := coord.New(coord.Config{Endpoints: []string{h.etcd.Endpoint()}, LeaseTTL: haLease, ID: "test"}, "crash", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { co.Close() })
+	h.co = co
+	t.Cleanup(func() {
+		for _, r := range h.reps {
+			r.kill()
+		}
+	})
+	return h
+}
+
+func (r *replica) start(t *testing.T, bin string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cmd := exec.Command(bin, "run", "--config", r.config)
+	cmd.Stderr = r.log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.cmd, r.done, r.err = cmd, make(chan struct{}), nil
+	r.starts++
+	done := r.done
+	go func() {
+		err := cmd.Wait()
+		r.mu.Lock()
+		r.err = err
+		r.mu.Unlock()
+		close(done)
+	}()
+}
+
+func (r *replica) running() bool {
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	if done == nil {
+		return false
+	}
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (r *replica) signal(sig syscall.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Signal(sig)
+	}
+}
+
+func (r *replica) kill() {
+	r.signal(syscall.SIGCONT)
+	r.signal(syscall.SIGKILL)
+	r.mu.Lock()
+	done := r.done
+	r.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// leader returns the replica that leads and its epoch (waiting up to d).
+func (h *haEnv) leader(t *testing.T, d time.Duration) (*replica, uint64) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := h.co.Status(ctx)
+		cancel()
+		if err == nil && st.Leader != nil {
+			id := strings.TrimPrefix(st.Leader.ID, "replica-")
+			if n, err := strconv.Atoi(id); err == nil && n < len(h.reps) && h.reps[n].running() {
+				return h.reps[n], st.Leader.Epoch
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader after %v (status %+v, err %v)", d, st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// supervise restarts replicas that exit (as systemd or Kubernetes would),
+// until stop is closed.
+func (h *haEnv) supervise(t *testing.T, stop <-chan struct{}) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			for _, r := range h.reps {
+				if !r.running() {
+					r.start(t, h.bin)
+				}
+			}
+		}
+	}()
+	return &wg
+}
+
+// waitRow waits until every sink holds n rows; it returns how long that took.
+func (h *haEnv) waitRows(t *testing.T, n int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var all bytes.Buffer
+	for _, r := range h.reps {
+		all.WriteString(r.log.String())
+	}
+	h.waitAll(t, n, &all)
+	return time.Since(start)
+}
+
+// TestHAFailover: three replicas; kill -9 the leader; a follower leads and
+// delivers within the lease TTL plus 2 s; nothing is lost or doubled.
+func TestHAFailover(t *testing.T) {
+	h := newHAEnv(t, 3)
+	ctx := context.Background()
+	for _, r := range h.reps {
+		r.start(t, h.bin)
+	}
+	lead, epoch := h.leader(t, 30*time.Second)
+	if err := h.w.Txns(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRows(t, 20)
+	out, err := exec.Command(h.bin, "status", "--config", h.reps[0].config).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("leader:     replica-%d, epoch %d", lead.n, epoch)) || strings.Count(string(out), "follower:") != 2 {
+		t.Errorf("sluice status: %v\n%s", err, out)
+	}
+	var times []time.Duration
+	for round := range 2 {
+		killed := time.Now()
+		lead.kill()
+		// A transaction committed right after the kill must reach the sinks.
+		if err := h.w.Txns(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		h.waitRows(t, h.w.N())
+		took := time.Since(killed)
+		next, e2 := h.leader(t, 10*time.Second)
+		t.Logf("failover %d: replica-%d (epoch %d) killed; replica-%d leads with epoch %d and delivered after %v", round+1, lead.n, epoch, next.n, e2, took.Round(time.Millisecond))
+		if e2 <= epoch {
+			t.Fatalf("the new epoch %d is not above the old %d", e2, epoch)
+		}
+		if took > haLease+2*time.Second {
+			t.Errorf("failover took %v, more than the lease (%v) + 2 s; the new leader's log:\n%s", took, haLease, tailLines(next.log.String(), 25))
+		}
+		times = append(times, took)
+		lead.start(t, h.bin) // back as a follower
+		lead, epoch = next, e2
+		if err := h.w.Txns(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.waitRows(t, h.w.N())
+	for _, r := range h.reps {
+		r.kill()
+	}
+	h.checkAll(t, h.w.N())
+	h.checkMaterialized(t)
+	t.Logf("failover times: %v (lease %v)", times, haLease)
+}
+
+// TestHAZombie: the leader is paused (SIGSTOP) past its lease, a new leader
+// writes, the old one is resumed: no sink accepts anything from it, and it
+// exits.
+func TestHAZombie(t *testing.T) {
+	h := newHAEnv(t, 2)
+	ctx := context.Background()
+	for _, r := range h.reps {
+		r.start(t, h.bin)
+	}
+	old, epoch := h.leader(t, 30*time.Second)
+	if err := h.w.Txns(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRows(t, 20)
+	// Keep writing while the old leader is paused, so that it holds
+	// transactions it read but has not written.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if err := h.w.Txns(ctx, 1); err != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	old.signal(syscall.SIGSTOP)
+	paused := time.Now()
+	next, e2 := h.leader(t, 3*haLease+5*time.Second)
+	for next == old {
+		if time.Since(paused) > 3*haLease+5*time.Second {
+			t.Fatalf("no new leader while the old one is paused")
+		}
+		time.Sleep(50 * time.Millisecond)
+		next, e2 = h.leader(t, time.Second)
+	}
+	if e2 <= epoch {
+		t.Fatalf("the new leader's epoch %d is not above the old %d", e2, epoch)
+	}
+	time.Sleep(time.Second) // the new leader writes
+	old.signal(syscall.SIGCONT)
+	select {
+	case <-old.done:
+	case <-time.After(3 * haLease):
+		t.Fatalf("the resumed zombie did not exit:\n%s", old.log.String())
+	}
+	close(stop)
+	wg.Wait()
+	h.waitRows(t, h.w.N())
+	t.Logf("zombie replica-%d (epoch %d) exited: %v; its last log lines:\n%s", old.n, epoch, old.err, tailLines(old.log.String(), 4))
+	next.kill()
+	h.checkAll(t, h.w.N())
+	h.checkMaterialized(t)
+}
+
+// TestHAPartition: the leader is cut from etcd (not from MariaDB or the
+// sinks): it stops writing within 2/3 of the lease and exits; another
+// replica leads; nothing is lost or doubled.
+func TestHAPartition(t *testing.T) {
+	h := newHAEnv(t, 2)
+	ctx := context.Background()
+	for _, r := range h.reps {
+		r.start(t, h.bin)
+	}
+	lead, _ := h.leader(t, 30*time.Second)
+	if err := h.w.Txns(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRows(t, 20)
+	cut := time.Now()
+	lead.proxy.Cut()
+	select {
+	case <-lead.done:
+	case <-time.After(haLease * 2):
+		t.Fatalf("the partitioned leader did not stop within 2 leases:\n%s", lead.log.String())
+	}
+	stopped := time.Since(cut)
+	t.Logf("partitioned leader stopped %v after the cut (2/3 of the lease is %v)", stopped.Round(time.Millisecond), haLease*2/3)
+	if stopped > haLease*2/3+500*time.Millisecond {
+		t.Errorf("the partitioned leader stopped after %v, later than 2/3 of the lease", stopped)
+	}
+	if !strings.Contains(lead.log.String(), "leadership lost") {
+		t.Errorf("no log line saying leadership was lost:\n%s", lead.log.String())
+	}
+	if err := h.w.Txns(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	h.waitRows(t, h.w.N())
+	lead.proxy.Restore()
+	for _, r := range h.reps {
+		r.kill()
+	}
+	h.checkAll(t, h.w.N())
+}
+
+// haFaults is how many faults the chaos test injects: SLUICE_HA_FAULTS,
+// or 8 (make chaos: 50).
+func haFaults() int {
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_HA_FAULTS")); err == nil && n > 0 {
+		return n
+	}
+	return 8
+}
+
+// TestHAChaos: three replicas under continuous writes and random faults
+// (kill -9, SIGSTOP past the lease then SIGCONT, etcd cut); afterwards
+// every sink holds every transaction exactly once.
+func TestHAChaos(t *testing.T) {
+	h := newHAEnv(t, 3)
+	ctx := context.Background()
+	for _, r := range h.reps {
+		r.start(t, h.bin)
+	}
+	h.leader(t, 30*time.Second)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(rand.IntN(4)) * time.Millisecond):
+			}
+			if err := h.w.Txns(ctx, 1+rand.IntN(3)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	superStop := make(chan struct{})
+	super := h.supervise(t, superStop)
+	faults := map[string]int{}
+	var lastEpoch uint64
+	failovers := 0
+	n := haFaults()
+	for i := range n {
+		lead, epoch := h.leader(t, 6*haLease+10*time.Second)
+		if lastEpoch != 0 && epoch != lastEpoch {
+			failovers++
+		}
+		lastEpoch = epoch
+		time.Sleep(time.Duration(300+rand.IntN(700)) * time.Millisecond)
+		var kind string
+		switch rand.IntN(3) {
+		case 0:
+			kind = "kill -9"
+			lead.signal(syscall.SIGKILL)
+		case 1:
+			kind = "SIGSTOP past the lease"
+			lead.signal(syscall.SIGSTOP)
+			time.Sleep(haLease + time.Duration(rand.IntN(1000))*time.Millisecond)
+			lead.signal(syscall.SIGCONT)
+		case 2:
+			kind = "etcd cut"
+			lead.proxy.Cut()
+			time.Sleep(haLease)
+			lead.proxy.Restore()
+		}
+		faults[kind]++
+		t.Logf("fault %d/%d: %s on replica-%d (epoch %d) after %d transactions", i+1, n, kind, lead.n, epoch, h.w.N())
+	}
+	close(stop)
+	wg.Wait()
+	_, epoch := h.leader(t, 6*haLease+10*time.Second)
+	if epoch != lastEpoch {
+		failovers++
+	}
+	total := h.w.N()
+	h.waitRows(t, total)
+	close(superStop)
+	super.Wait()
+	for _, r := range h.reps {
+		r.kill()
+	}
+	h.checkAll(t, total)
+	h.checkMaterialized(t)
+	t.Logf("chaos report: faults injected %d %v; failovers %d; transactions written %d; lost 0; duplicated 0 (every sink checked)", n, faults, failovers, total)
+}
+
+func tailLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
