@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -139,9 +140,12 @@ func (e *Etcd) Close() error {
 }
 
 // Campaign blocks until this replica leads the pipeline, and returns the
-// leadership; or until ctx ends, leaving the election. A campaign whose
-// session ends while it waits (etcd unheard for the whole lease TTL)
-// starts over with a new one. Once leading, watch Lost.
+// leadership; or until ctx ends, leaving the election. Failures that
+// campaigning again may cure (a session that ended because etcd was
+// unreachable for the lease TTL, a failed request) are logged and the
+// campaign starts over, after a pause that doubles from 1s up to the
+// lease TTL; refused credentials or permissions, and Close, end it with
+// an error. Once leading, watch Lost.
 //
 // Each campaign takes a new lease and puts a new key under
 // ElectionPrefix: "/" and the lease in hexadecimal, holding
@@ -156,6 +160,7 @@ func (e *Etcd) Close() error {
 // older keys are gone, successive leaders have strictly growing epochs.
 func (e *Etcd) Campaign(ctx context.Context) (*Leadership, error) {
 	e.log.Info("campaigning for leadership", "election", e.ElectionPrefix())
+	wait := time.Second
 	for {
 		l, err := e.campaign(ctx)
 		if err == nil {
@@ -164,19 +169,48 @@ func (e *Etcd) Campaign(ctx context.Context) (*Leadership, error) {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("coord: campaigning for %s: %w", e.pipeline, ctx.Err())
 		}
-		if !errors.Is(err, errSessionEnded) {
+		if e.client.Ctx().Err() != nil {
+			return nil, ErrClosed
+		}
+		if !retryable(err) {
 			return nil, fmt.Errorf("coord: campaigning for %s: %w", e.pipeline, err)
 		}
-		e.log.Warn("lease lost while campaigning; campaigning again", "err", err)
+		e.log.Warn("campaign failed; campaigning again", "err", err, "in", wait)
 		select {
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		case <-ctx.Done():
 		}
+		wait = min(2*wait, e.cfg.LeaseTTL)
 	}
+}
+
+// retryable tells the errors that campaigning again may cure (a session
+// that ended while etcd was unreachable, a failed request) from those it
+// cannot (a closed Etcd, refused credentials or permissions).
+func retryable(err error) bool {
+	for _, fatal := range []error{
+		ErrClosed,
+		rpctypes.ErrPermissionDenied,
+		rpctypes.ErrAuthFailed,
+		rpctypes.ErrAuthNotEnabled,
+		rpctypes.ErrUserEmpty,
+		rpctypes.ErrUserNotFound,
+		rpctypes.ErrRoleNotFound,
+		rpctypes.ErrInvalidAuthMgmt,
+		errLeaseInUse,
+	} {
+		if errors.Is(err, fatal) {
+			return false
+		}
+	}
+	return true
 }
 
 // errSessionEnded is a campaign that lost its lease before or as it won.
 var errSessionEnded = errors.New("coord: session ended")
+
+// errLeaseInUse is a campaign whose new lease already has an election key.
+var errLeaseInUse = errors.New("coord: lease in use elsewhere")
 
 func (e *Etcd) campaign(ctx context.Context) (*Leadership, error) {
 	e.mu.Lock()
@@ -228,7 +262,7 @@ func (e *Etcd) campaign(ctx context.Context) (*Leadership, error) {
 	}
 	if !resp.Succeeded {
 		abandon()
-		return nil, fmt.Errorf("election key %s exists already: lease %x is in use elsewhere", key, session.Lease())
+		return nil, fmt.Errorf("%w: election key %s exists already", errLeaseInUse, key)
 	}
 	rev := resp.Header.Revision
 	if err := e.waitOlder(cctx, rev); err != nil {

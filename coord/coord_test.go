@@ -74,7 +74,7 @@ func noLeader(t *testing.T, ch <-chan won, during time.Duration) {
 // waitFollowers waits until Status shows n followers.
 func waitFollowers(t *testing.T, e *Etcd, n int) Status {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, err := e.Status(testCtx(t, 5*time.Second))
 		if err != nil {
@@ -340,5 +340,38 @@ func TestCloseHandsOver(t *testing.T) {
 	next(t, ch, time.Second) // revoked, not expired
 	if _, err := a.Campaign(ctx); !errors.Is(err, ErrClosed) {
 		t.Fatalf("campaign after Close: %v", err)
+	}
+}
+
+// TestFollowerCutOffCampaignsAgain cuts a waiting replica off for longer
+// than the lease TTL: its place in line is lost with its lease, and once
+// back it campaigns again and leads in its turn.
+func TestFollowerCutOffCampaignsAgain(t *testing.T) {
+	srv := etcdenv.Start(t)
+	proxy := etcdenv.NewProxy(t, srv.Endpoint())
+	a, b := newReplica(t, srv.Endpoint(), "a"), newReplica(t, proxy.Endpoint(), "b")
+	ctx := testCtx(t, 30*time.Second)
+	la, err := a.Campaign(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan won, 1)
+	campaign(ctx, b, ch)
+	before := waitFollowers(t, a, 1)
+
+	proxy.Cut()
+	waitFollowers(t, a, 0) // b's lease expired, its key with it
+	noLeader(t, ch, 0)
+	proxy.Restore()
+	after := waitFollowers(t, a, 1)
+	if after.Followers[0].ID != "b" || after.Followers[0].Key == before.Followers[0].Key {
+		t.Fatalf("followers %+v after %+v: want b back with a new key", after.Followers, before.Followers)
+	}
+	if err := la.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := next(t, ch, 2*time.Second)
+	if w.l.Epoch() != after.Followers[0].Epoch {
+		t.Fatalf("b leads at epoch %d, status said %d", w.l.Epoch(), after.Followers[0].Epoch)
 	}
 }
