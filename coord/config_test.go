@@ -96,3 +96,10 @@ func TestKeys(t *testing.T) {
 		t.Errorf("pipeline a/b: %v", err)
 	}
 }
+
+func TestNewRefusesBadTLSFiles(t *testing.T) {
+	cfg := Config{Endpoints: []string{"https://127.0.0.1:1"}, TLS: TLSConfig{CAFile: t.TempDir() + "/missing-ca.pem"}}
+	if _, err := New(cfg, "p1", nil); err == nil || !strings.Contains(err.Error(), "tls") {
+		t.Fatalf("New with a missing CA file: %v, want a tls error", err)
+	}
+}
