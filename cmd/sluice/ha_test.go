@@ -34,8 +34,9 @@ type replica struct {
 	cmd    *exec.Cmd
 	log    *syncBuffer
 	done   chan struct{}
-	err    error
-	starts int
+	err     error
+	starts  int
+	started time.Time
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writes and the
@@ -106,7 +107,7 @@ func (r *replica) start(t *testing.T, bin string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r.cmd, r.done, r.err = cmd, make(chan struct{}), nil
+	r.cmd, r.done, r.err, r.started = cmd, make(chan struct{}), nil, time.Now()
 	r.starts++
 	done := r.done
 	go func() {
@@ -116,6 +117,12 @@ func (r *replica) start(t *testing.T, bin string) {
 		r.mu.Unlock()
 		close(done)
 	}()
+}
+
+func (r *replica) startedAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.started
 }
 
 func (r *replica) running() bool {
@@ -162,7 +169,9 @@ func (h *haEnv) leader(t *testing.T, d time.Duration) (*replica, uint64) {
 		cancel()
 		if err == nil && st.Leader != nil {
 			id := strings.TrimPrefix(st.Leader.ID, "replica-")
-			if n, err := strconv.Atoi(id); err == nil && n < len(h.reps) && h.reps[n].running() {
+			// The leader named by etcd must be the process running now, not
+			// an earlier one whose lease has not expired yet.
+			if n, err := strconv.Atoi(id); err == nil && n < len(h.reps) && h.reps[n].running() && !st.Leader.Since.Before(h.reps[n].startedAt()) {
 				return h.reps[n], st.Leader.Epoch
 			}
 		}
@@ -430,8 +439,17 @@ func TestHAChaos(t *testing.T) {
 	failovers := 0
 	n := haFaults()
 	for i := range n {
+		// Every fault below costs the leader its leadership: wait for the
+		// next one (a higher epoch) before the next fault.
 		lead, epoch := h.leader(t, 6*haLease+10*time.Second)
-		if lastEpoch != 0 && epoch != lastEpoch {
+		for deadline := time.Now().Add(6*haLease + 10*time.Second); epoch <= lastEpoch; {
+			if time.Now().After(deadline) {
+				t.Fatalf("no new leader after fault %d", i)
+			}
+			time.Sleep(50 * time.Millisecond)
+			lead, epoch = h.leader(t, 6*haLease+10*time.Second)
+		}
+		if lastEpoch != 0 {
 			failovers++
 		}
 		lastEpoch = epoch
@@ -458,7 +476,11 @@ func TestHAChaos(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	_, epoch := h.leader(t, 6*haLease+10*time.Second)
-	if epoch != lastEpoch {
+	for deadline := time.Now().Add(6*haLease + 10*time.Second); epoch <= lastEpoch && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		_, epoch = h.leader(t, 6*haLease+10*time.Second)
+	}
+	if epoch > lastEpoch {
 		failovers++
 	}
 	total := h.w.N()
