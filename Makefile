@@ -6,7 +6,7 @@
 #   make fuzz-smoke  every Fuzz* target for $(FUZZ_SMOKE_TIME)
 #   make fuzz        every Fuzz* target for $(FUZZTIME)
 #   make demo        run the end-to-end demo (sluice run) against a throwaway MariaDB
-#   make chaos       the long crash test: sluice run killed 20 times under load
+#   make chaos       the long crash tests: 20 kills, a 30 s outage, 50 HA faults
 #   make bench       libslave comparison benchmark
 #   make clean
 
@@ -88,11 +88,15 @@ fuzz:
 demo: deps build
 	$(GO) run ./internal/demo
 
-# The long crash run: `sluice run` killed with -9 at $(CHAOS_KILLS) random
-# moments under continuous writes (make test runs a shorter version).
-CHAOS_KILLS ?= 20
+# The long crash runs (make test runs shorter versions): `sluice run`
+# killed with -9 at $(CHAOS_KILLS) random moments under continuous writes,
+# a 30 s sink outage, and $(CHAOS_HA_FAULTS) random faults (kill -9,
+# SIGSTOP past the lease, etcd cut) among three replicas.
+CHAOS_KILLS     ?= 20
+CHAOS_HA_FAULTS ?= 50
 chaos: deps
-	SLUICE_KILLS=$(CHAOS_KILLS) CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 30m -run 'Kill9|Outage' -v ./cmd/sluice ./pipeline
+	SLUICE_KILLS=$(CHAOS_KILLS) SLUICE_OUTAGE=30s SLUICE_HA_FAULTS=$(CHAOS_HA_FAULTS) CGO_ENABLED=1 \
+		$(GO) test -race -count=1 -timeout 40m -run 'Kill9|Outage|TestHA' -v ./cmd/sluice
 
 bench: deps
 	$(GO) run ./cmd/sluice bench libslave
