@@ -35,14 +35,18 @@ func benchBatch(first uint64, n int) []pipeline.Message {
 }
 
 // BenchmarkWrite writes batches of 1000 messages of about 300 bytes to a
-// local redis-server with appendfsync always: to four streams, and as
-// rows of one table (materialize mode). Each case has its own server.
+// local redis-server with appendfsync always: to four streams (also
+// trimmed with max_len), and as rows of one table (materialize mode).
+// Each case has its own server.
 func BenchmarkWrite(b *testing.B) {
 	for _, per := range []int{500, 1000} {
 		b.Run("stream/per_script="+strconv.Itoa(per), func(b *testing.B) {
 			benchWrite(b, Config{MessagesPerScript: per}, benchBatch(1, 1000))
 		})
 	}
+	b.Run("stream/max_len=10000", func(b *testing.B) {
+		benchWrite(b, Config{MaxLen: 10000}, benchBatch(1, 1000))
+	})
 	b.Run("materialize/per_script=1000", func(b *testing.B) {
 		benchWrite(b, Config{Mode: ModeMaterialize}, benchRows(1000))
 	})
@@ -110,7 +114,7 @@ func benchWrite(b *testing.B, cfg Config, msgs []pipeline.Message) {
 	c := newClient(b, r.Addr())
 	info, _ := c.Info(ctx, "commandstats").Result()
 	for _, l := range strings.Split(info, "\n") {
-		if strings.HasPrefix(l, "cmdstat_evalsha:") {
+		if strings.HasPrefix(l, "cmdstat_exec:") {
 			b.Logf("server side: %s", strings.TrimSpace(l))
 		}
 	}

@@ -25,16 +25,16 @@ const (
 	DefaultDialTimeout       = 5 * time.Second
 	DefaultWriteTimeout      = 10 * time.Second
 	DefaultMessagesPerScript = 1000
-	// MaxMessagesPerScript bounds messages_per_script: a script call holds
-	// its whole chunk in the server's memory and blocks the server while it
-	// runs.
+	// MaxMessagesPerScript bounds messages_per_script: a transaction is
+	// held in the server's memory until EXEC and blocks the server while
+	// it runs.
 	MaxMessagesPerScript = 10000
 )
 
-// maxScriptBytes bounds the payload of one script call (keys and values
-// added up): a chunk is cut early when its messages are large, so that no
-// call comes near Redis's client query buffer limit (1 GiB) and no call
-// blocks the server for long.
+// maxScriptBytes bounds the commands of one transaction: a chunk is cut
+// early when its messages are large, so that no transaction comes near
+// Redis's client query buffer limit (1 GiB) and none blocks the server for
+// long.
 const maxScriptBytes = 8 << 20
 
 // Config of a Redis sink. The zero value of every field but Addr means its
@@ -66,8 +66,9 @@ type Config struct {
 	// KeyPrefix is put before every key the sink writes, the high-water
 	// hash included, e.g. "cdc:". Default none.
 	KeyPrefix string `yaml:"key_prefix"`
-	// MaxLen caps each stream at about this many entries (XADD MAXLEN ~);
-	// 0 (default) keeps everything. Stream mode only.
+	// MaxLen caps each stream at about this many entries (XTRIM MAXLEN ~
+	// after each transaction's entries); 0 (default) keeps everything.
+	// Stream mode only.
 	MaxLen int64 `yaml:"max_len"`
 	// DialTimeout bounds connecting; default 5s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
@@ -75,9 +76,9 @@ type Config struct {
 	// (socket read and write deadlines); default 10s. A server that is down
 	// or stalled makes Write fail after at most about this long.
 	WriteTimeout time.Duration `yaml:"write_timeout"`
-	// MessagesPerScript is how many messages one atomic script call
-	// applies; a larger batch takes several calls. Default 1000, at most
-	// 10000.
+	// MessagesPerScript is how many messages one atomic transaction
+	// (MULTI/EXEC) applies; a larger batch takes several. Default 1000, at
+	// most 10000. (The name is from when each was a Lua script call.)
 	MessagesPerScript int `yaml:"messages_per_script"`
 	// WaitReplicas, when above 0, makes Write wait (WAIT) until that many
 	// replicas have received the batch, and fail if they do not within

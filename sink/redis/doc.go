@@ -5,10 +5,9 @@
 // key_prefix), with the fields
 //
 //	sluice-seq     the message's sequence number
-//	sluice-epoch   the writer's epoch
-//	sluice-source  the source's name
 //	key            the primary key as JSON ({"id":1})
-//	value          the change as one line of Debezium-style JSON
+//	value          the change as one line of Debezium-style JSON; its
+//	               "sluice" block holds seq, epoch, source and end too
 //	sluice-end     on the last message of a source transaction only: the
 //	               source position after it (pipeline.AppendEnd JSON)
 //
@@ -29,25 +28,36 @@
 // the last transaction end (end:<source>, endseq:<source>).
 //
 // Write applies a batch in chunks (messages_per_script, 1000 by default),
-// each with one Lua script call (EVALSHA, EVAL when the server does not
-// have the script yet). A script runs atomically: it refuses the chunk
-// when the stored epoch is higher than the writer's (the error wraps
-// pipeline.ErrFenced), skips messages whose seq the high-water mark already
-// covers, applies the others and stores the new high-water mark, all in
-// one step that other clients cannot interleave with and that reaches the
-// append-only file as a whole. So a batch retried after an error is
-// applied once, and the high-water mark is always exactly what the data
-// holds.
+// each with one MULTI/EXEC transaction under optimistic locking: the sink
+// WATCHes the high-water hash and reads it, refuses the chunk when the
+// stored epoch is higher than the writer's (the error wraps
+// pipeline.ErrFenced), leaves out the messages whose seq the mark already
+// covers, and sends the others with the new mark in one transaction. If
+// the hash changed after the WATCH (another writer, or a new leader's
+// Recover), EXEC applies nothing and the sink reads the mark again. A
+// transaction runs atomically (other clients cannot interleave with it)
+// and reaches the append-only file as a whole. So a batch retried after an
+// error is applied once, and the high-water mark is what the data holds.
+// The keys the chunk writes to are checked with TYPE first: the chunk
+// stops before a message whose key holds another type (WRONGTYPE), so
+// that no command fails inside the transaction, where Redis would not undo
+// the others.
 //
-// Recover records the writer's epoch in the high-water hash (refusing with
-// ErrFenced when a higher one is there, so an older leader is fenced from
-// then on) and reports the high-water mark: MaxSeq and each source's last
-// end, if after the checkpoint's offset. The offset is the high-water seq
-// as a decimal number.
+// The sink speaks RESP2 itself on one connection (resp.go): a transaction
+// of a thousand commands is built in one buffer and sent with one write,
+// and the replies are skipped without building values. A general client
+// spends more CPU per queued command than Redis spends running it.
+//
+// Recover records the writer's epoch in the high-water hash (with the same
+// WATCH, read, MULTI/EXEC; refusing with ErrFenced when a higher one is
+// there, so an older leader is fenced from then on) and reports the
+// high-water mark: MaxSeq and each source's last end, if after the
+// checkpoint's offset. The offset is the high-water seq as a decimal
+// number.
 //
 // # Durability
 //
-// Write returns once Redis has answered the script calls. On a server
+// Write returns once Redis has answered the transactions. On a server
 // with appendonly yes and appendfsync always, Redis answers only after the
 // append-only file is fsynced, so an acknowledged batch survives a crash of
 // the server or the machine. With appendfsync everysec (Redis's default)

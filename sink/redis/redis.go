@@ -13,9 +13,6 @@ import (
 	"strconv"
 	"strings"
 
-	goredis "github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
-
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/pipeline"
@@ -23,40 +20,82 @@ import (
 
 // Sink writes a pipeline's messages to Redis. It is used from one
 // goroutine at a time (the pipeline's writer).
+//
+// Each chunk of a batch is applied with optimistic locking, in two round
+// trips on the sink's one connection:
+//
+//  1. WATCH the high-water hash, HGETALL it, TYPE the keys the chunk
+//     writes to (streams; row hashes that are updated in place). The sink
+//     checks the epoch (fencing), leaves out the messages the mark covers
+//     and stops before a message whose key holds the wrong type.
+//  2. MULTI, the chunk's commands (XADD, or DEL/HSET/RENAME), HSET of the
+//     new mark, EXEC. If anyone changed the high-water hash after the
+//     WATCH, EXEC does nothing and the sink starts over from step 1: a
+//     new leader that recovered (a higher epoch) is then seen and the
+//     write refused.
+//
+// EXEC runs the commands natively (about 30% less of the server's time
+// than the same commands called from a Lua script) and atomically: no
+// other client's command runs in between, and with appendonly the
+// transaction reaches the append-only file as a whole.
 type Sink struct {
 	name  string
 	cfg   Config
 	log   *slog.Logger
-	opts  *goredis.Options
-	c     *goredis.Client
+	dial  dialOptions
+	cn    *conn // nil until connected, and after a connection error
 	tmpl  keyTemplate
 	hwKey string
 
 	offset  string // the high-water seq after the last Write or Recover
 	checked bool   // the server's durability settings were looked at
-	// broken is set by a connection error: the next Recover starts a new
-	// client, whose pool has not learnt to refuse dialing (go-redis fails
-	// fast for a while after failed dials, until a probe succeeds).
-	broken bool
 
 	tables map[tableID]*tableKeys
+	gen    uint64 // marks the tables of the chunk being built
 
-	// Reused from call to call: the command and the bytes its arguments
-	// point into.
-	args, keys, argv []any
-	arena            []byte
-	tmp              []byte
+	// The chunk being applied, rebuilt for each chunk and reused.
+	body     []byte     // every message's commands, one after the other
+	msgs     []msgCmds  // per message of the chunk
+	checks   []keyCheck // keys whose type is checked before the chunk
+	arena    []byte     // end JSON and keys that checks point into
+	queued   []int32    // per command of the transaction: its message
+	lastEnds []int      // per source, its last message with an end
+	tmp      []byte
+	hwState  highWater
+
+	// beforeExec, when set (by tests), runs between reading the high-water
+	// mark and sending the transaction.
+	beforeExec func()
+}
+
+// msgCmds is where a message's commands are in Sink.body.
+type msgCmds struct {
+	start, end int
+	seq        uint64
+	source     string
+	endJSON    []byte // pipeline.AppendEnd of its End; nil if none
+	cmds       int32  // commands queued for it (0 for DDL in materialize mode)
+	rename     bool   // its first command is a RENAME whose "no such key" is fine
+}
+
+// keyCheck is a key that must hold a given type (or nothing) for the
+// chunk's commands to succeed.
+type keyCheck struct {
+	key   []byte
+	want  string // "stream" or "hash"
+	first int    // the first message of the chunk that writes it
 }
 
 // tableID names what a key template expands from.
 type tableID struct{ db, table, source string }
 
-// tableKeys caches, per table, what every message of it repeats, boxed
-// once.
+// tableKeys caches, per table, what every message of it repeats.
 type tableKeys struct {
-	stream any    // stream mode: the stream's key
-	prefix []byte // materialize mode: key_prefix + key + ":"
-	source any
+	source string
+	stream []byte    // stream mode: the stream's key
+	xadd   [2][]byte // stream mode: XADD up to the seq value, without and with an end
+	prefix []byte    // materialize mode: key_prefix + key + ":"
+	gen    uint64
 }
 
 var _ pipeline.Sink = (*Sink)(nil)
@@ -83,27 +122,13 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	if err != nil { // Validate has checked it
 		return nil, fmt.Errorf("redis sink %s: key %q: %w", name, cfg.Key, err)
 	}
-	opts := &goredis.Options{
-		Addr:     cfg.Addr,
-		Username: cfg.Username,
-		Password: cfg.Password,
-		DB:       cfg.DB,
-		// RESP2 and no CLIENT SETINFO / maintenance notifications: works
-		// the same on every server from Redis 6 on.
-		Protocol:                 2,
-		DisableIdentity:          true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
-		// The pipeline retries a failed Write itself, after Recover, so a
-		// failure is reported at once rather than retried here.
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DialTimeout:           cfg.DialTimeout,
-		ReadTimeout:           cfg.WriteTimeout,
-		WriteTimeout:          cfg.WriteTimeout,
-		ContextTimeoutEnabled: true,
-		// One writer: one connection, which WAIT needs too (it counts the
-		// writes of its own connection).
-		PoolSize: 1,
+	d := dialOptions{
+		addr:        cfg.Addr,
+		username:    cfg.Username,
+		password:    cfg.Password,
+		db:          cfg.DB,
+		dialTimeout: cfg.DialTimeout,
+		timeout:     cfg.WriteTimeout,
 	}
 	if cfg.TLS || cfg.CAFile != "" {
 		host, _, _ := net.SplitHostPort(cfg.Addr)
@@ -119,14 +144,13 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 			}
 			tc.RootCAs = pool
 		}
-		opts.TLSConfig = tc
+		d.tls = tc
 	}
 	return &Sink{
 		name:   name,
 		cfg:    cfg,
 		log:    log.With("sink", name),
-		opts:   opts,
-		c:      goredis.NewClient(opts),
+		dial:   d,
 		tmpl:   tmpl,
 		hwKey:  HighWaterKey(cfg.KeyPrefix, pipelineName),
 		tables: map[tableID]*tableKeys{},
@@ -143,9 +167,27 @@ func (s *Sink) Name() string { return s.name }
 
 // Close closes the connection.
 func (s *Sink) Close() error {
-	if err := s.c.Close(); err != nil {
+	if s.cn == nil {
+		return nil
+	}
+	err := s.cn.close()
+	s.cn = nil
+	if err != nil {
 		return fmt.Errorf("redis sink %s: closing the connection to %s: %w", s.name, s.cfg.Addr, err)
 	}
+	return nil
+}
+
+// connect makes sure there is a connection.
+func (s *Sink) connect(ctx context.Context) error {
+	if s.cn != nil {
+		return nil
+	}
+	c, err := dial(ctx, &s.dial)
+	if err != nil {
+		return fmt.Errorf("redis sink %s: connecting to %s: %w (is the Redis server up and reachable?)", s.name, s.cfg.Addr, err)
+	}
+	s.cn = c
 	return nil
 }
 
@@ -161,32 +203,35 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 			return pipeline.Recovery{}, fmt.Errorf("redis sink %s: the checkpoint's offset %q is not a sequence number: was it saved by another kind of sink? Give this sink another name or remove its entry from the checkpoint", s.name, offset)
 		}
 	}
-	if s.broken {
-		_ = s.c.Close()
-		s.c, s.broken = goredis.NewClient(s.opts), false
+	if err := s.connect(ctx); err != nil {
+		return pipeline.Recovery{}, err
 	}
 	if !s.checked {
-		s.checkDurability(ctx)
+		if err := s.checkDurability(ctx); err != nil {
+			return pipeline.Recovery{}, s.wrap("reading the server's settings", err)
+		}
 	}
-	res, err := s.eval(ctx, fenceScript, []any{s.hwKey}, []any{strconv.FormatUint(epoch, 10)})
-	if err != nil {
-		return pipeline.Recovery{}, s.wrap("recovering", err)
+	s.msgs, s.checks = s.msgs[:0], s.checks[:0]
+	if err := s.apply(ctx, epoch); err != nil {
+		return pipeline.Recovery{}, err
 	}
-	hw, err := parseHighWater(res)
-	if err != nil {
-		return pipeline.Recovery{}, fmt.Errorf("redis sink %s: high-water hash %s: %w; it is written by sluice only: delete it to start over", s.name, s.hwKey, err)
-	}
+	hw := &s.hwState
 	rec := pipeline.Recovery{Offset: strconv.FormatUint(hw.seq, 10)}
 	if hw.seq > after {
 		rec.MaxSeq = hw.seq
 	}
 	for src, e := range hw.ends {
-		if e.Seq > after {
-			if rec.Ends == nil {
-				rec.Ends = map[string]pipeline.End{}
-			}
-			rec.Ends[src] = e
+		if e.seq <= after {
+			continue
 		}
+		pos, err := pipeline.ParseEnd([]byte(e.json))
+		if err != nil {
+			return pipeline.Recovery{}, fmt.Errorf("redis sink %s: high-water hash %s: field end:%s: %w; it is written by sluice only: delete it to start over", s.name, s.hwKey, src, err)
+		}
+		if rec.Ends == nil {
+			rec.Ends = map[string]pipeline.End{}
+		}
+		rec.Ends[src] = pipeline.End{Pos: *pos, Seq: e.seq}
 	}
 	if hw.seq < after {
 		s.log.Warn("redis holds less than the checkpoint says was written: messages acknowledged by Redis were lost (a server restart without appendfsync always, a failover, or FLUSHALL); they are not sent again",
@@ -198,40 +243,60 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 
 // checkDurability warns when the server can lose acknowledged writes. A
 // server that does not allow CONFIG (some managed services) is trusted.
-func (s *Sink) checkDurability(ctx context.Context) {
-	conf, err := s.c.ConfigGet(ctx, "append*").Result()
+func (s *Sink) checkDurability(ctx context.Context) error {
+	c := s.cn
+	c.out = appendCommand(c.out, "CONFIG", "GET", "append*")
+	var r reply
+	err := c.exchange(ctx, 0, func() (err error) {
+		r, err = c.read()
+		return err
+	})
+	if isRespError(err) {
+		s.checked = true
+		s.log.Debug("cannot read the server's appendonly settings", "err", err)
+		return nil
+	}
 	if err != nil {
-		var rerr goredis.Error
-		if errors.As(err, &rerr) {
-			s.checked = true
-			s.log.Debug("cannot read the server's appendonly settings", "err", err)
-		}
-		return // a connection error: Recover will report it
+		return err
 	}
 	s.checked = true
+	conf := map[string]string{}
+	for i := 0; i+1 < len(r.elems); i += 2 {
+		conf[r.elems[i].str] = r.elems[i+1].str
+	}
 	if conf["appendonly"] != "yes" || conf["appendfsync"] != "always" {
 		s.log.Warn("the Redis server does not write every change to disk before answering: a crash of the server can lose batches it acknowledged, which the pipeline will not send again; set appendonly yes and appendfsync always on the server",
 			"addr", s.cfg.Addr, "appendonly", conf["appendonly"], "appendfsync", conf["appendfsync"])
 	}
+	return nil
 }
 
+// highWater is the high-water hash:
+//
+//	seq             highest sequence number applied
+//	epoch           highest epoch that has written (or recovered)
+//	end:<source>    last transaction end of <source> (pipeline.AppendEnd JSON)
+//	endseq:<source> the sequence number of the message that carried it
 type highWater struct {
 	seq, epoch uint64
-	ends       map[string]pipeline.End
+	ends       map[string]rawEnd
+}
+
+type rawEnd struct {
+	json string
+	seq  uint64
 }
 
 // parseHighWater reads HGETALL's reply: field, value, field, value...
-func parseHighWater(res any) (highWater, error) {
-	var hw highWater
-	list, ok := res.([]any)
-	if !ok || len(list)%2 != 0 {
-		return hw, fmt.Errorf("unexpected reply %T", res)
+func parseHighWater(r reply, hw *highWater) error {
+	*hw = highWater{ends: hw.ends}
+	clear(hw.ends)
+	if r.kind != '*' || len(r.elems)%2 != 0 {
+		return fmt.Errorf("unexpected reply %q", r.kind)
 	}
-	endJSON := map[string]string{}
-	endSeq := map[string]uint64{}
-	for i := 0; i < len(list); i += 2 {
-		f, _ := list[i].(string)
-		v, _ := list[i+1].(string)
+	var endSeq map[string]uint64
+	for i := 0; i < len(r.elems); i += 2 {
+		f, v := r.elems[i].str, r.elems[i+1].str
 		var err error
 		switch {
 		case f == "seq":
@@ -239,78 +304,487 @@ func parseHighWater(res any) (highWater, error) {
 		case f == "epoch":
 			hw.epoch, err = strconv.ParseUint(v, 10, 64)
 		case strings.HasPrefix(f, "endseq:"):
+			if endSeq == nil {
+				endSeq = map[string]uint64{}
+			}
 			endSeq[f[len("endseq:"):]], err = strconv.ParseUint(v, 10, 64)
 		case strings.HasPrefix(f, "end:"):
-			endJSON[f[len("end:"):]] = v
+			if hw.ends == nil {
+				hw.ends = map[string]rawEnd{}
+			}
+			hw.ends[f[len("end:"):]] = rawEnd{json: v}
 		}
 		if err != nil {
-			return hw, fmt.Errorf("field %s: %q is not a number", f, v)
+			return fmt.Errorf("field %s: %q is not a number", f, v)
 		}
 	}
-	for src, j := range endJSON {
+	for src, e := range hw.ends {
 		seq, ok := endSeq[src]
 		if !ok {
-			return hw, fmt.Errorf("field end:%s has no endseq:%s", src, src)
+			return fmt.Errorf("field end:%s has no endseq:%s", src, src)
 		}
-		pos, err := pipeline.ParseEnd([]byte(j))
-		if err != nil {
-			return hw, fmt.Errorf("field end:%s: %w", src, err)
-		}
-		if hw.ends == nil {
-			hw.ends = map[string]pipeline.End{}
-		}
-		hw.ends[src] = pipeline.End{Pos: *pos, Seq: seq}
+		e.seq = seq
+		hw.ends[src] = e
 	}
-	return hw, nil
+	return nil
 }
 
 // Write applies the batch in chunks of at most messages_per_script
-// messages, each chunk one atomic script call that also advances the
-// high-water mark. It returns the high-water seq as the offset.
+// messages, each chunk one transaction that also advances the high-water
+// mark. It returns the high-water seq as the offset.
 func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
-	epoch := strconv.FormatUint(b.Epoch, 10)
+	if len(b.Messages) == 0 {
+		return s.offset, nil
+	}
+	if err := s.connect(ctx); err != nil {
+		return "", err
+	}
 	msgs := b.Messages
 	for len(msgs) > 0 {
-		var (
-			n   int
-			err error
-			sc  script
-		)
-		if s.cfg.Mode == ModeMaterialize {
-			sc = materializeScript
-			n, err = s.buildMaterialize(epoch, msgs)
-		} else {
-			sc = streamScript
-			n = s.buildStream(epoch, msgs)
-		}
+		n, err := s.build(msgs)
 		if err != nil {
 			return "", err
 		}
-		res, err := s.eval(ctx, sc, s.keys, s.argv)
-		clear(s.keys) // let the message bytes go
-		clear(s.argv)
+		err = s.apply(ctx, b.Epoch)
+		clear(s.msgs) // let the end JSON go
 		if err != nil {
-			return "", s.wrap(fmt.Sprintf("writing seq %d-%d", msgs[0].Seq, msgs[n-1].Seq), err)
+			return "", err
 		}
-		last, ok := res.(string)
-		if !ok {
-			return "", fmt.Errorf("redis sink %s: the script answered %T %v, not the high-water seq", s.name, res, res)
-		}
-		s.offset = last
 		msgs = msgs[n:]
 	}
-	if s.cfg.WaitReplicas > 0 && len(b.Messages) > 0 {
-		got, err := s.c.Wait(ctx, s.cfg.WaitReplicas, s.cfg.WriteTimeout).Result()
+	if s.cfg.WaitReplicas > 0 {
+		c := s.cn
+		c.out = appendCommand(c.out, "WAIT", strconv.Itoa(s.cfg.WaitReplicas), strconv.FormatInt(s.cfg.WriteTimeout.Milliseconds(), 10))
+		var r reply
+		err := c.exchange(ctx, s.cfg.WriteTimeout, func() (err error) {
+			r, err = c.read()
+			return err
+		})
 		if err != nil {
 			return "", s.wrap("waiting for replicas", err)
 		}
-		if got < int64(s.cfg.WaitReplicas) {
+		if r.n < int64(s.cfg.WaitReplicas) {
 			return "", fmt.Errorf("redis sink %s: only %d of %d replicas (wait_replicas) acknowledged seq %d within %s; the batch is on the primary but a failover now could lose it: check the replicas (INFO replication) or lower wait_replicas",
-				s.name, got, s.cfg.WaitReplicas, b.LastSeq(), s.cfg.WriteTimeout)
+				s.name, r.n, s.cfg.WaitReplicas, b.LastSeq(), s.cfg.WriteTimeout)
 		}
 	}
 	return s.offset, nil
 }
+
+// maxAttempts bounds how often a chunk is tried again when its EXEC found
+// the high-water hash changed since the WATCH.
+const maxAttempts = 10
+
+// apply applies the chunk that build prepared (none: only the epoch is
+// recorded, as Recover does) and leaves the high-water mark in s.hwState.
+func (s *Sink) apply(ctx context.Context, epoch uint64) error {
+	for attempt := 1; ; attempt++ {
+		cut, typeErr, err := s.readMark(ctx, s.checks)
+		if err != nil {
+			return err
+		}
+		hw := &s.hwState
+		if hw.epoch > epoch {
+			return fmt.Errorf("redis sink %s: %w: epoch %d has written here, this writer has epoch %d (key %s on %s)", s.name, pipeline.ErrFenced, hw.epoch, epoch, s.hwKey, s.cfg.Addr)
+		}
+		done, err := s.exec(ctx, epoch, cut)
+		if err != nil {
+			return err
+		}
+		if done {
+			s.offset = strconv.FormatUint(hw.seq, 10)
+			return typeErr
+		}
+		if attempt == maxAttempts {
+			return fmt.Errorf("redis sink %s: the high-water hash %s changed under this writer %d times in a row: is another sluice writing with the same pipeline name and epoch?", s.name, s.hwKey, attempt)
+		}
+	}
+}
+
+// readMark watches the high-water hash, reads it into s.hwState and
+// reads the types of the checked keys. It returns how many messages of the
+// chunk can be applied: all, or those before the first one whose key
+// holds the wrong type, with an error saying so.
+//
+// Only the high-water hash is watched: consumers that trim or delete
+// entries of the streams must not make the sink's transactions fail. A
+// key whose type changes between TYPE and EXEC is caught by repair.
+func (s *Sink) readMark(ctx context.Context, checks []keyCheck) (int, error, error) {
+	c := s.cn
+	if c.watching {
+		c.out = appendCommand(c.out, "UNWATCH")
+	}
+	c.out = appendCommand(c.out, "WATCH", s.hwKey)
+	c.out = appendCommand(c.out, "HGETALL", s.hwKey)
+	for _, k := range checks {
+		c.out = appendArray(c.out, 2)
+		c.out = appendBulkString(c.out, "TYPE")
+		c.out = appendBulk(c.out, k.key)
+	}
+	cut := len(s.msgs)
+	var typeErr, markErr error
+	err := c.exchange(ctx, 0, func() error {
+		if c.watching {
+			if err := c.skip(); err != nil {
+				return err
+			}
+			c.watching = false
+		}
+		if _, err := c.read(); err != nil { // WATCH
+			return err
+		}
+		c.watching = true
+		r, err := c.read()
+		if isRespError(err) {
+			// The replies after it are still to be read.
+			markErr = fmt.Errorf("redis sink %s: reading the high-water hash %s: Redis at %s answered: %w", s.name, s.hwKey, s.cfg.Addr, err)
+		} else if err != nil {
+			return err
+		} else if err := parseHighWater(r, &s.hwState); err != nil {
+			markErr = fmt.Errorf("redis sink %s: high-water hash %s: %w; it is written by sluice only: delete it to start over", s.name, s.hwKey, err)
+		}
+		for _, k := range checks {
+			r, err := c.read()
+			if err != nil {
+				return err
+			}
+			if r.str != "none" && r.str != k.want && k.first < cut {
+				cut = k.first
+				typeErr = fmt.Errorf("redis sink %s: applying seq %d failed: WRONGTYPE key %q holds a %s, not a %s: delete or rename that key, or choose other key names (key, key_prefix); the messages before it in the batch were applied",
+					s.name, s.msgs[k.first].seq, k.key, r.str, k.want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, s.wrap("reading the high-water hash", err)
+	}
+	return cut, typeErr, markErr
+}
+
+// exec sends the transaction of the chunk's first cut messages that the
+// mark does not cover, with the new mark; done is false when EXEC did
+// nothing because a watched key changed.
+func (s *Sink) exec(ctx context.Context, epoch uint64, cut int) (done bool, err error) {
+	c := s.cn
+	hw := &s.hwState
+	old := *hw
+	old.ends = nil
+	if len(hw.ends) > 0 {
+		old.ends = make(map[string]rawEnd, len(hw.ends))
+		for k, v := range hw.ends {
+			old.ends[k] = v
+		}
+	}
+	c.out = appendCommand(c.out, "MULTI")
+	s.queued, s.lastEnds = s.queued[:0], s.lastEnds[:0]
+	applied := 0
+	for i := range s.msgs[:cut] {
+		m := &s.msgs[i]
+		seq := m.seq
+		if seq <= hw.seq {
+			continue
+		}
+		c.out = append(c.out, s.body[m.start:m.end]...)
+		for j := int32(0); j < m.cmds; j++ {
+			s.queued = append(s.queued, int32(i))
+		}
+		hw.seq = seq
+		if m.endJSON != nil {
+			s.noteEnd(i)
+		}
+		applied++
+	}
+	for _, i := range s.lastEnds {
+		m := &s.msgs[i]
+		if hw.ends == nil {
+			hw.ends = map[string]rawEnd{}
+		}
+		hw.ends[m.source] = rawEnd{json: string(m.endJSON), seq: m.seq}
+	}
+	if applied == 0 && epoch == hw.epoch {
+		c.out = c.out[:0] // nothing to write; the WATCH is undone next time
+		return true, nil
+	}
+	hw.epoch = epoch
+	c.out = s.appendMark(c.out, hw, &old)
+	trims := 0
+	if s.cfg.MaxLen > 0 && applied > 0 { // stream mode: the checks are the streams
+		// Trimming each stream once per transaction costs nothing
+		// measurable; XADD MAXLEN on every message cost 10-15%.
+		for _, k := range s.checks {
+			c.out = appendArray(c.out, 5)
+			c.out = appendBulkString(c.out, "XTRIM")
+			c.out = appendBulk(c.out, k.key)
+			c.out = appendBulkString(c.out, "MAXLEN")
+			c.out = appendBulkString(c.out, "~")
+			c.out = appendBulkUint(c.out, uint64(s.cfg.MaxLen))
+			trims++
+		}
+	}
+	c.out = appendCommand(c.out, "EXEC")
+	if s.beforeExec != nil {
+		s.beforeExec()
+	}
+	var (
+		aborted bool
+		execErr error // EXEC refused: nothing was applied
+		failed  = -1  // the first command that failed
+		cmdErr  error
+	)
+	err = c.exchange(ctx, 0, func() error {
+		if err := c.skip(); err != nil { // MULTI
+			return err
+		}
+		var queueErr error
+		for range len(s.queued) + 1 + trims {
+			if err := c.skip(); err != nil {
+				if !isRespError(err) {
+					return err
+				}
+				if queueErr == nil {
+					queueErr = err
+				}
+			}
+		}
+		n, err := c.arrayHeader()
+		if isRespError(err) {
+			execErr = err
+			if queueErr != nil {
+				execErr = queueErr // EXECABORT: the refused command says why
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		c.watching = false
+		if n < 0 {
+			aborted = true
+			return nil
+		}
+		if n != int64(len(s.queued)+1+trims) {
+			return fmt.Errorf("%w: EXEC answered %d replies for %d commands", errProtocol, n, len(s.queued)+1+trims)
+		}
+		for i := range n {
+			err := c.skip()
+			if err == nil || failed >= 0 && isRespError(err) {
+				continue
+			}
+			if !isRespError(err) {
+				return err
+			}
+			if i < int64(len(s.queued)) {
+				if m := &s.msgs[s.queued[i]]; m.rename && (i == 0 || s.queued[i-1] != s.queued[i]) && strings.HasPrefix(err.Error(), "ERR no such key") {
+					continue // RENAME of a row hash that is not there
+				}
+			}
+			failed, cmdErr = int(i), err
+		}
+		return nil
+	})
+	if err != nil {
+		*hw = old
+		return false, s.wrap(s.chunkName(), err)
+	}
+	if aborted {
+		*hw = old
+		return false, nil
+	}
+	if execErr != nil {
+		*hw = old
+		// The connection may still be in the transaction: start afresh.
+		_ = c.close()
+		s.cn = nil
+		return false, fmt.Errorf("redis sink %s: %s: Redis at %s refused the transaction: %w", s.name, s.chunkName(), s.cfg.Addr, execErr)
+	}
+	if failed > len(s.queued) {
+		return true, fmt.Errorf("redis sink %s: trimming the streams to max_len: Redis at %s answered: %w", s.name, s.cfg.Addr, cmdErr)
+	}
+	if failed == len(s.queued) {
+		*hw = old
+		return false, fmt.Errorf("redis sink %s: storing the high-water mark in %s: Redis at %s answered: %w; the messages were applied and will be written again", s.name, s.hwKey, s.cfg.Addr, cmdErr)
+	}
+	if failed >= 0 {
+		return true, s.repair(ctx, failed, cmdErr, &old)
+	}
+	return true, nil
+}
+
+// chunkName says what the transaction being sent does, for errors.
+func (s *Sink) chunkName() string {
+	if len(s.msgs) == 0 {
+		return "recording the epoch in the high-water hash " + s.hwKey
+	}
+	return fmt.Sprintf("writing seq %d-%d", s.msgs[0].seq, s.msgs[len(s.msgs)-1].seq)
+}
+
+// noteEnd records message i as the last end of its source in the chunk.
+func (s *Sink) noteEnd(i int) {
+	src := s.msgs[i].source
+	for j, k := range s.lastEnds {
+		if s.msgs[k].source == src {
+			s.lastEnds[j] = i
+			return
+		}
+	}
+	s.lastEnds = append(s.lastEnds, i)
+}
+
+// appendMark appends the HSET that stores hw; old is the mark before the
+// transaction, for the ends that did not change.
+func (s *Sink) appendMark(dst []byte, hw, old *highWater) []byte {
+	n := 0
+	for src, e := range hw.ends {
+		if o, ok := old.ends[src]; !ok || o != e {
+			n++
+		}
+	}
+	dst = appendArray(dst, 6+4*n)
+	dst = appendBulkString(dst, "HSET")
+	dst = appendBulkString(dst, s.hwKey)
+	dst = appendBulkString(dst, "seq")
+	dst = appendBulkUint(dst, hw.seq)
+	dst = appendBulkString(dst, "epoch")
+	dst = appendBulkUint(dst, hw.epoch)
+	for src, e := range hw.ends {
+		if o, ok := old.ends[src]; ok && o == e {
+			continue
+		}
+		dst = appendBulkString(dst, "end:"+src)
+		dst = appendBulkString(dst, e.json)
+		dst = appendBulkString(dst, "endseq:"+src)
+		dst = appendBulkUint(dst, e.seq)
+	}
+	return dst
+}
+
+// repair handles a command that failed inside EXEC, which the type checks
+// before it make unlikely (a key would have to change its type in
+// between): Redis does not undo the others, so the mark stored by the same
+// transaction covers a message that is not there. The mark is set back to
+// just before that message, if it is still the one this transaction
+// stored, so that the message is written again; the messages after it in
+// the transaction are then written a second time.
+func (s *Sink) repair(ctx context.Context, failed int, cmdErr error, old *highWater) error {
+	mi := int(s.queued[failed])
+	seq := s.msgs[mi].seq
+	hw := &s.hwState
+	back := highWater{seq: old.seq, epoch: hw.epoch, ends: map[string]rawEnd{}}
+	for k, v := range old.ends {
+		back.ends[k] = v
+	}
+	for i := range s.msgs[:mi] {
+		m := &s.msgs[i]
+		if m.seq <= old.seq {
+			continue
+		}
+		back.seq = m.seq
+		if m.endJSON != nil {
+			back.ends[m.source] = rawEnd{json: string(m.endJSON), seq: m.seq}
+		}
+	}
+	failure := fmt.Sprintf("applying seq %d failed: Redis at %s answered: %v", seq, s.cfg.Addr, cmdErr)
+	wantSeq, wantEpoch := hw.seq, hw.epoch
+	if _, _, err := s.readMark(ctx, nil); err != nil {
+		return fmt.Errorf("redis sink %s: %s; then reading the high-water mark to set it back to seq %d: %w; seq %d may be missing from Redis", s.name, failure, back.seq, err, seq)
+	}
+	if hw.seq != wantSeq || hw.epoch != wantEpoch {
+		return fmt.Errorf("redis sink %s: %s; the high-water mark changed meanwhile (seq %d, epoch %d) and is not set back: seq %d may be missing from Redis", s.name, failure, hw.seq, hw.epoch, seq)
+	}
+	c := s.cn
+	c.out = appendCommand(c.out, "MULTI")
+	c.out = s.appendMark(c.out, &back, hw)
+	var gone []string
+	for src := range hw.ends {
+		if _, ok := back.ends[src]; !ok {
+			gone = append(gone, src)
+		}
+	}
+	if len(gone) > 0 {
+		c.out = appendArray(c.out, 2+2*len(gone))
+		c.out = appendBulkString(c.out, "HDEL")
+		c.out = appendBulkString(c.out, s.hwKey)
+		for _, src := range gone {
+			c.out = appendBulkString(c.out, "end:"+src)
+			c.out = appendBulkString(c.out, "endseq:"+src)
+		}
+	}
+	c.out = appendCommand(c.out, "EXEC")
+	n := 2 // MULTI, HSET
+	if len(gone) > 0 {
+		n++
+	}
+	var aborted bool
+	err := c.exchange(ctx, 0, func() error {
+		for range n {
+			if err := c.skip(); err != nil {
+				return err
+			}
+		}
+		l, err := c.arrayHeader()
+		if err != nil {
+			return err
+		}
+		c.watching = false
+		if aborted = l < 0; aborted {
+			return nil
+		}
+		for range l {
+			if err := c.skip(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return s.wrap(fmt.Sprintf("%s; then setting the high-water mark back to seq %d", failure, back.seq), err)
+	}
+	if aborted {
+		return fmt.Errorf("redis sink %s: %s; the high-water mark changed meanwhile and is not set back: seq %d may be missing from Redis", s.name, failure, seq)
+	}
+	*hw = back
+	return fmt.Errorf("redis sink %s: %s; the messages after it in the same transaction were applied and will be written again", s.name, failure)
+}
+
+// isRespError tells whether err is an error reply of the server.
+func isRespError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := err.(respError); ok {
+		return true
+	}
+	var re respError
+	return errors.As(err, &re)
+}
+
+// wrap gives errors their context; an error other than Redis's answer
+// drops the connection (the next Write or Recover makes a new one).
+func (s *Sink) wrap(what string, err error) error {
+	if isRespError(err) {
+		return fmt.Errorf("redis sink %s: %s: Redis at %s answered: %w", s.name, what, s.cfg.Addr, err)
+	}
+	if s.cn != nil {
+		_ = s.cn.close()
+		s.cn = nil
+	}
+	return fmt.Errorf("redis sink %s: %s: %w (is the Redis server at %s up and reachable?)", s.name, what, err, s.cfg.Addr)
+}
+
+// ---- building a chunk ----
+
+// Stream entry field names besides the pipeline.Header* ones.
+const (
+	FieldKey   = "key"
+	FieldValue = "value"
+)
+
+var (
+	bulkFieldKey   = appendBulkString(nil, FieldKey)
+	bulkFieldValue = appendBulkString(nil, FieldValue)
+	bulkFieldEnd   = appendBulkString(nil, pipeline.HeaderEnd)
+)
 
 // table returns the cached keys of a message's table.
 func (s *Sink) table(m *pipeline.Message) *tableKeys {
@@ -319,92 +793,104 @@ func (s *Sink) table(m *pipeline.Message) *tableKeys {
 		return t
 	}
 	k := s.tmpl.appendKey([]byte(s.cfg.KeyPrefix), m.DB, m.Table, m.Source)
-	t := &tableKeys{stream: string(k), prefix: append(k, ':'), source: m.Source}
+	t := &tableKeys{source: m.Source, stream: k, prefix: append(k[:len(k):len(k)], ':')}
+	for i, withEnd := range []bool{false, true} {
+		n := 9
+		if withEnd {
+			n += 2
+		}
+		b := appendArray(nil, n)
+		b = appendBulkString(b, "XADD")
+		b = appendBulk(b, k)
+		b = appendBulkString(b, "*")
+		b = appendBulkString(b, pipeline.HeaderSeq)
+		t.xadd[i] = b
+	}
 	s.tables[id] = t
 	return t
 }
 
-// bytesOf returns the arena's bytes from start on, capped so that later
-// appends cannot touch them.
-func (s *Sink) bytesOf(start int) []byte {
-	return s.arena[start:len(s.arena):len(s.arena)]
-}
-
-// buildStream fills keys and argv for the stream script with as many of
-// msgs as one call takes, and returns how many.
-func (s *Sink) buildStream(epoch string, msgs []pipeline.Message) int {
-	s.keys = append(s.keys[:0], s.hwKey)
-	maxLen := "0"
-	if s.cfg.MaxLen > 0 {
-		maxLen = strconv.FormatInt(s.cfg.MaxLen, 10)
-	}
-	s.argv = append(s.argv[:0], epoch, maxLen)
-	s.arena = s.arena[:0]
-	size, n := 0, 0
+// build prepares the commands of as many of msgs as one transaction takes,
+// and returns how many.
+func (s *Sink) build(msgs []pipeline.Message) (int, error) {
+	s.body, s.arena = s.body[:0], s.arena[:0]
+	s.msgs, s.checks = s.msgs[:0], s.checks[:0]
+	s.gen++
+	n := 0
 	for ; n < len(msgs) && n < s.cfg.MessagesPerScript; n++ {
-		m := &msgs[n]
-		size += len(m.Key) + len(m.Value) + 64
-		if n > 0 && size > maxScriptBytes {
+		if n > 0 && len(s.body) > maxScriptBytes {
 			break
 		}
+		m := &msgs[n]
 		t := s.table(m)
-		start := len(s.arena)
-		s.arena = strconv.AppendUint(s.arena, m.Seq, 10)
-		seq := s.bytesOf(start)
-		var end any = ""
+		mc := msgCmds{start: len(s.body), seq: m.Seq, source: m.Source}
 		if m.End != nil {
-			start = len(s.arena)
+			start := len(s.arena)
 			s.arena = pipeline.AppendEnd(s.arena, m.End)
-			end = s.bytesOf(start)
+			mc.endJSON = s.arenaBytes(start)
 		}
-		s.keys = append(s.keys, t.stream)
-		s.argv = append(s.argv, seq, t.source, m.Key, m.Value, end)
-	}
-	return n
-}
-
-// buildMaterialize fills keys and argv for the materialize script with as
-// many of msgs as one call takes, and returns how many.
-func (s *Sink) buildMaterialize(epoch string, msgs []pipeline.Message) (int, error) {
-	s.keys = append(s.keys[:0], s.hwKey)
-	s.argv = append(s.argv[:0], epoch)
-	s.arena = s.arena[:0]
-	size, n := 0, 0
-	for ; n < len(msgs) && n < s.cfg.MessagesPerScript; n++ {
-		m := &msgs[n]
-		size += len(m.Key) + len(m.Value) + 64 // about the row's size, for cutting chunks
-		if n > 0 && size > maxScriptBytes {
-			break
+		if s.cfg.Mode == ModeMaterialize {
+			if err := s.appendRow(&mc, m, t, n); err != nil {
+				return 0, err
+			}
+		} else {
+			s.appendEntry(&mc, m, t, n)
 		}
-		start := len(s.arena)
-		s.arena = strconv.AppendUint(s.arena, m.Seq, 10)
-		seq := s.bytesOf(start)
-		var end any = ""
-		if m.End != nil {
-			start = len(s.arena)
-			s.arena = pipeline.AppendEnd(s.arena, m.End)
-			end = s.bytesOf(start)
-		}
-		if err := s.appendRow(m, seq, end); err != nil {
-			return 0, err
-		}
+		mc.end = len(s.body)
+		s.msgs = append(s.msgs, mc)
 	}
 	return n, nil
 }
 
-// appendRow adds one message to a materialize call.
-func (s *Sink) appendRow(m *pipeline.Message, seq, end any) error {
-	t := s.table(m)
+// arenaBytes returns the arena's bytes from start on, capped so that later
+// appends cannot touch them (an append that grows the arena leaves them
+// where they are).
+func (s *Sink) arenaBytes(start int) []byte {
+	return s.arena[start:len(s.arena):len(s.arena)]
+}
+
+// appendEntry appends a message's XADD.
+func (s *Sink) appendEntry(mc *msgCmds, m *pipeline.Message, t *tableKeys, i int) {
+	if t.gen != s.gen {
+		t.gen = s.gen
+		s.checks = append(s.checks, keyCheck{key: t.stream, want: "stream", first: i})
+	}
+	if mc.endJSON != nil {
+		s.body = append(s.body, t.xadd[1]...)
+	} else {
+		s.body = append(s.body, t.xadd[0]...)
+	}
+	s.body = appendBulkUint(s.body, m.Seq)
+	s.body = append(s.body, bulkFieldKey...)
+	s.body = appendBulk(s.body, m.Key)
+	s.body = append(s.body, bulkFieldValue...)
+	s.body = appendBulk(s.body, m.Value)
+	if mc.endJSON != nil {
+		s.body = append(s.body, bulkFieldEnd...)
+		s.body = appendBulk(s.body, mc.endJSON)
+	}
+	mc.cmds = 1
+}
+
+// appendRow appends a message's commands in materialize mode:
+//
+//	insert, snapshot read, update with the full row: DEL the old key (if
+//	the primary key changed) and the key, HSET every column
+//	update with a partial row image: RENAME the old key to the new one (if
+//	the primary key changed; "no such key" is fine), HSET the columns
+//	present
+//	delete: DEL
+//	DDL: nothing (only the high-water mark moves)
+func (s *Sink) appendRow(mc *msgCmds, m *pipeline.Message, t *tableKeys, i int) error {
 	switch m.Op {
 	case binlog.OpDelete:
-		key := s.rowKey(t, m.Key)
-		s.keys = append(s.keys, key, key)
-		s.argv = append(s.argv, seq, t.source, end, "D", 0)
+		s.body = appendArray(s.body, 2)
+		s.body = appendBulkString(s.body, "DEL")
+		s.body = appendBulk2(s.body, t.prefix, m.Key)
+		mc.cmds = 1
 		return nil
 	case binlog.OpInsert, binlog.OpUpdate, binlog.OpRead:
-	default: // DDL: no row to keep; only the high-water mark moves
-		s.keys = append(s.keys, s.hwKey, s.hwKey)
-		s.argv = append(s.argv, seq, t.source, end, "S", 0)
+	default: // DDL: no row to keep
 		return nil
 	}
 	ch := m.Change
@@ -412,15 +898,13 @@ func (s *Sink) appendRow(m *pipeline.Message, seq, end any) error {
 		return fmt.Errorf("redis sink %s: materialize mode needs the decoded row of every change, but message seq %d (%s %s.%s) has none", s.name, m.Seq, m.Op, m.DB, m.Table)
 	}
 	cols := ch.Table.Columns
-	key := s.rowKey(t, m.Key)
-	old := key
+	var oldKey []byte // the before image's key, when the primary key changed
 	if m.Op == binlog.OpUpdate && len(ch.Before) > 0 {
 		s.tmp = codec.AppendKey(s.tmp[:0], ch.Table, ch.Before)
 		if len(s.tmp) > 2 && !bytes.Equal(s.tmp, m.Key) { // "{}": the before image lacks the key
-			old = s.rowKey(t, s.tmp)
+			oldKey = s.tmp
 		}
 	}
-	action := "R"
 	present := 0
 	for i := range ch.After {
 		if i < len(cols) && !ch.After[i].IsAbsent() {
@@ -428,57 +912,50 @@ func (s *Sink) appendRow(m *pipeline.Message, seq, end any) error {
 		}
 	}
 	if m.Op == binlog.OpUpdate && present < len(cols) {
-		action = "M" // a partial (MINIMAL) after image: update what it has
+		// A partial (MINIMAL) after image: update what it has. The hash
+		// (and the old one, renamed to it) must be a hash or nothing.
+		start := len(s.arena)
+		s.arena = append(append(s.arena, t.prefix...), m.Key...)
+		s.checks = append(s.checks, keyCheck{key: s.arenaBytes(start), want: "hash", first: i})
+		if oldKey != nil {
+			start := len(s.arena)
+			s.arena = append(append(s.arena, t.prefix...), oldKey...)
+			s.checks = append(s.checks, keyCheck{key: s.arenaBytes(start), want: "hash", first: i})
+			s.body = appendArray(s.body, 3)
+			s.body = appendBulkString(s.body, "RENAME")
+			s.body = appendBulk2(s.body, t.prefix, oldKey)
+			s.body = appendBulk2(s.body, t.prefix, m.Key)
+			mc.cmds++
+			mc.rename = true
+		}
+	} else {
+		// Replace the row: DEL, then HSET, which cannot fail on a key just
+		// deleted.
+		if oldKey != nil {
+			s.body = appendArray(s.body, 3)
+			s.body = appendBulkString(s.body, "DEL")
+			s.body = appendBulk2(s.body, t.prefix, oldKey)
+		} else {
+			s.body = appendArray(s.body, 2)
+			s.body = appendBulkString(s.body, "DEL")
+		}
+		s.body = appendBulk2(s.body, t.prefix, m.Key)
+		mc.cmds++
 	}
-	s.keys = append(s.keys, key, old)
-	s.argv = append(s.argv, seq, t.source, end, action, present)
+	if present == 0 {
+		return nil
+	}
+	s.body = appendArray(s.body, 2+2*present)
+	s.body = appendBulkString(s.body, "HSET")
+	s.body = appendBulk2(s.body, t.prefix, m.Key)
 	for i := range ch.After {
 		if i >= len(cols) || ch.After[i].IsAbsent() {
 			continue
 		}
-		start := len(s.arena)
-		s.arena = codec.AppendValue(s.arena, &cols[i], ch.After[i])
-		s.argv = append(s.argv, cols[i].Name, s.bytesOf(start))
+		s.body = appendBulkString(s.body, cols[i].Name)
+		s.tmp = codec.AppendValue(s.tmp[:0], &cols[i], ch.After[i])
+		s.body = appendBulk(s.body, s.tmp)
 	}
+	mc.cmds++
 	return nil
-}
-
-// rowKey returns a row's hash key: the table's prefix and the key JSON.
-func (s *Sink) rowKey(t *tableKeys, keyJSON []byte) []byte {
-	start := len(s.arena)
-	s.arena = append(s.arena, t.prefix...)
-	s.arena = append(s.arena, keyJSON...)
-	return s.bytesOf(start)
-}
-
-// eval runs a script with EVALSHA, and with EVAL when the server does not
-// have it cached (first use, or after a restart or SCRIPT FLUSH).
-func (s *Sink) eval(ctx context.Context, sc script, keys, argv []any) (any, error) {
-	args := append(s.args[:0], "evalsha", sc.sha, len(keys))
-	args = append(args, keys...)
-	args = append(args, argv...)
-	s.args = args
-	res, err := s.c.Do(ctx, args...).Result()
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		args[0], args[1] = "eval", sc.src
-		res, err = s.c.Do(ctx, args...).Result()
-	}
-	clear(args)
-	return res, err
-}
-
-// wrap turns a script's FENCED refusal into pipeline.ErrFenced and gives
-// other errors their context.
-func (s *Sink) wrap(what string, err error) error {
-	var rerr goredis.Error
-	if !errors.As(err, &rerr) {
-		s.broken = true
-	}
-	if errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "FENCED") {
-		return fmt.Errorf("redis sink %s: %w: %s (key %s on %s)", s.name, pipeline.ErrFenced, strings.TrimPrefix(rerr.Error(), "FENCED "), s.hwKey, s.cfg.Addr)
-	}
-	if errors.As(err, &rerr) {
-		return fmt.Errorf("redis sink %s: %s: Redis at %s answered: %w", s.name, what, s.cfg.Addr, err)
-	}
-	return fmt.Errorf("redis sink %s: %s: %w (is the Redis server at %s up and reachable?)", s.name, what, err, s.cfg.Addr)
 }

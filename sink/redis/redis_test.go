@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -105,7 +106,7 @@ func readStreams(t *testing.T, c *goredis.Client, keys ...string) map[uint64]map
 }
 
 // checkStreams checks that the streams hold exactly msgs, field by field.
-func checkStreams(t *testing.T, c *goredis.Client, epoch uint64, msgs []pipeline.Message) {
+func checkStreams(t *testing.T, c *goredis.Client, msgs []pipeline.Message) {
 	t.Helper()
 	got := readStreams(t, c, "d.t", "d.u")
 	if len(got) != len(msgs) {
@@ -113,8 +114,7 @@ func checkStreams(t *testing.T, c *goredis.Client, epoch uint64, msgs []pipeline
 	}
 	for _, m := range msgs {
 		want := map[string]any{
-			pipeline.HeaderSeq: strconv.FormatUint(m.Seq, 10), pipeline.HeaderEpoch: strconv.FormatUint(epoch, 10),
-			pipeline.HeaderSource: m.Source, FieldKey: string(m.Key), FieldValue: string(m.Value),
+			pipeline.HeaderSeq: strconv.FormatUint(m.Seq, 10), FieldKey: string(m.Key), FieldValue: string(m.Value),
 			"stream": m.DB + "." + m.Table,
 		}
 		if m.End != nil {
@@ -154,7 +154,7 @@ func TestStreamRoundTrip(t *testing.T) {
 	if off2 != "10" {
 		t.Fatalf("offset after seq 10 = %q", off2)
 	}
-	checkStreams(t, c, 1, all)
+	checkStreams(t, c, all)
 
 	// A new sink (a restarted pipeline) recovers from nothing and from the
 	// offset after the first batch.
@@ -243,7 +243,7 @@ func TestRewriteChangesNothing(t *testing.T) {
 	if off, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: all[5:]}); err != nil || off != "20" {
 		t.Fatalf("overlapping batch: %q, %v", off, err)
 	}
-	checkStreams(t, c, 1, all)
+	checkStreams(t, c, all)
 }
 
 func TestFencing(t *testing.T) {
@@ -284,10 +284,8 @@ func TestFencing(t *testing.T) {
 	if len(got) != 7 {
 		t.Fatalf("streams hold %d entries, want seqs 1-7", len(got))
 	}
-	for seq := uint64(4); seq <= 6; seq++ {
-		if got[seq][pipeline.HeaderEpoch] != "2" {
-			t.Errorf("seq %d has epoch %v, want 2", seq, got[seq][pipeline.HeaderEpoch])
-		}
+	if epoch, _ := c.HGet(ctx, "sluice:p1:hw", "epoch").Result(); epoch != "3" {
+		t.Errorf("the high-water hash holds epoch %q, want 3", epoch)
 	}
 }
 
@@ -362,12 +360,12 @@ func TestOutage(t *testing.T) {
 		recoverAndWrite(all[base+50 : base+100])
 		recoverAndWrite(all[base+100 : base+150])
 	}
-	checkStreams(t, c, 1, all)
+	checkStreams(t, c, all)
 }
 
-// TestFailurePartWay makes one stream a string: the script stops at the
-// first message for it, after the messages before it were applied; the
-// high-water mark says exactly that.
+// TestFailurePartWay makes one stream a string: the type check stops the
+// batch at the first message for it, after the messages before it were
+// applied; the high-water mark says exactly that.
 func TestFailurePartWay(t *testing.T) {
 	ctx := testCtx(t)
 	r := testenv.StartRedis(t)
@@ -404,9 +402,11 @@ func TestFailurePartWay(t *testing.T) {
 	}
 }
 
-// TestScriptCacheFlushed: after SCRIPT FLUSH (or a server restart) the
-// sink falls back from EVALSHA to EVAL.
-func TestScriptCacheFlushed(t *testing.T) {
+// TestConcurrentChange changes the high-water hash between the sink's
+// WATCH and its EXEC: the transaction does nothing and the sink reads the
+// mark again; a higher epoch there refuses the write, the same epoch (a
+// retry) lets it go on after the new seq.
+func TestConcurrentChange(t *testing.T) {
 	ctx := testCtx(t)
 	r := testenv.StartRedis(t)
 	s := newSink(t, r.Addr(), Config{})
@@ -414,17 +414,110 @@ func TestScriptCacheFlushed(t *testing.T) {
 	if _, err := s.Recover(ctx, 1, ""); err != nil {
 		t.Fatal(err)
 	}
-	all := streamMsgs(1, 4)
-	if _, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: all[:2]}); err != nil {
+	all := streamMsgs(1, 10)
+	if _, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: all[:4]}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ScriptFlush(ctx).Err(); err != nil {
+	// Another writer of the same epoch applies seqs 5 and 6 just before
+	// this one's EXEC: the sink tries again and writes 7-10 only.
+	other := newSink(t, r.Addr(), Config{})
+	calls := 0
+	s.beforeExec = func() {
+		if calls++; calls == 1 {
+			if _, err := other.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: all[4:6]}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	off, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: all[4:]})
+	if err != nil || off != "10" {
+		t.Fatalf("Write after a concurrent change: %q, %v", off, err)
+	}
+	if calls != 2 {
+		t.Errorf("the transaction was sent %d times, want 2 (one aborted)", calls)
+	}
+	checkStreams(t, c, all)
+
+	// A new leader recovers between WATCH and EXEC: nothing is written.
+	s.beforeExec = func() {
+		if _, err := other.Recover(ctx, 2, "10"); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: streamMsgs(11, 12)}); !errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("Write while epoch 2 recovers: %v, want ErrFenced", err)
+	}
+	checkStreams(t, c, all)
+
+	// The mark changing every time ends in an error, not a loop.
+	s.beforeExec = func() {
+		if err := c.HSet(ctx, "sluice:p1:hw", "touched", calls).Err(); err != nil {
+			t.Error(err)
+		}
+		calls++
+	}
+	if _, err := s.Write(ctx, &pipeline.Batch{Epoch: 2, Messages: streamMsgs(11, 12)}); err == nil || !strings.Contains(err.Error(), "changed under this writer") {
+		t.Fatalf("Write with the mark changing every time: %v", err)
+	}
+	s.beforeExec = nil
+	if _, err := s.Write(ctx, &pipeline.Batch{Epoch: 2, Messages: streamMsgs(11, 12)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: all[2:]}); err != nil {
+	checkStreams(t, c, append(all, streamMsgs(11, 12)...))
+}
+
+// TestCommandFailsInExec makes one XADD fail inside EXEC, which the type
+// checks before it otherwise prevent (the test rewrites its key after the
+// checks): Redis applies the others, so the sink sets the mark back to
+// before the failed message; nothing is lost, the messages after it are
+// written twice.
+func TestCommandFailsInExec(t *testing.T) {
+	ctx := testCtx(t)
+	r := testenv.StartRedis(t)
+	s := newSink(t, r.Addr(), Config{})
+	c := newClient(t, r.Addr())
+	if _, err := s.Recover(ctx, 1, ""); err != nil {
 		t.Fatal(err)
 	}
-	checkStreams(t, c, 1, all)
+	if err := c.Set(ctx, "d.x", "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	all := streamMsgs(1, 6)
+	s.beforeExec = func() { // seq 2, the first of d.t, goes to d.x
+		s.cn.out = bytes.Replace(s.cn.out, []byte("$3\r\nd.t\r\n"), []byte("$3\r\nd.x\r\n"), 1)
+	}
+	_, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: all})
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "seq 2") {
+		t.Fatalf("Write: %v, want a WRONGTYPE error naming seq 2", err)
+	}
+	s.beforeExec = nil
+	rec, err := s.Recover(ctx, 1, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.MaxSeq != 1 || len(rec.Ends) != 0 {
+		t.Fatalf("Recover = %+v, want MaxSeq 1 and no end (seq 3 is after the failure)", rec)
+	}
+	if _, err := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: all[1:]}); err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, k := range []string{"d.t", "d.u"} {
+		xs, err := c.XRange(ctx, k, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range xs {
+			count[x.Values[pipeline.HeaderSeq].(string)]++
+		}
+	}
+	want := map[string]int{"1": 1, "2": 1, "3": 2, "4": 2, "5": 2, "6": 2}
+	if !maps.Equal(count, want) {
+		t.Fatalf("entries per seq %v, want %v", count, want)
+	}
+	if rec, err := s.Recover(ctx, 1, ""); err != nil || rec.MaxSeq != 6 || rec.Ends["src"].Seq != 6 {
+		t.Fatalf("Recover = %+v, %v; want MaxSeq 6, end of 6", rec, err)
+	}
 }
 
 func TestCloseReleasesEverything(t *testing.T) {
@@ -717,12 +810,15 @@ func TestWaitReplicas(t *testing.T) {
 	primary := testenv.StartRedis(t)
 	replica := testenv.StartRedis(t)
 	rc := newClient(t, replica.Addr())
+	pc := newClient(t, primary.Addr())
 	if err := rc.ReplicaOf(ctx, primary.Host, strconv.Itoa(primary.Port)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		info, err := rc.Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
+		// The primary counts it (WAIT does) once it is online there,
+		// which can be a while after the replica says its link is up.
+		info, err := pc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "state=online") {
 			break
 		}
 		if time.Now().After(deadline) {
