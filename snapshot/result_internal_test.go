@@ -135,3 +135,33 @@ func FuzzParseColumn(f *testing.F) {
 		_, _, _ = lenencBytes(p)
 	})
 }
+
+// BenchmarkDecodeRow decodes a row of fuzzTable's eleven layouts.
+func BenchmarkDecodeRow(b *testing.B) {
+	s := fuzzScanner(b)
+	p := fuzzRow(-1)
+	b.SetBytes(int64(len(p)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.decode(p, s.row); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeRowShort decodes a row of three INTs (short_table's).
+func BenchmarkDecodeRowShort(b *testing.B) {
+	tbl := &binlog.Table{Schema: "b", Name: "short_table", Columns: []binlog.Column{
+		{Name: "id", Kind: binlog.KindInt}, {Name: "field1", Kind: binlog.KindInt}, {Name: "field2", Kind: binlog.KindInt}}}
+	s := &scanner{t: tbl, ctx: context.Background(), row: make(binlog.Row, 3)}
+	if err := s.onColumns([]column{{"id", mysql.MYSQL_TYPE_LONG, 0}, {"field1", mysql.MYSQL_TYPE_LONG, 0}, {"field2", mysql.MYSQL_TYPE_LONG, 0}}); err != nil {
+		b.Fatal(s.err)
+	}
+	p := []byte{0, 0, 1, 2, 3, 0, 4, 5, 6, 0, 7, 8, 9, 0}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.decode(p, s.row); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
