@@ -27,10 +27,13 @@ alone and for both together measures, each in its own process:
   sluice tail --snapshot only --format debezium    (output to a temporary file)
   mariadb-dump --quick --single-transaction        (output to /dev/null)
 
-Prints seconds (wall time of the process), rows/s, peak memory (maxrss), each
-sluice reader's speed relative to mariadb-dump, and whether sluice is at least
-as fast as mariadb-dump everywhere within 256 MiB. The rows sluice reports are
-checked against the table sizes.`,
+Prints seconds (wall time of the process), rows/s, peak memory (maxrss), the
+CPU time of the reader and of the server, each sluice reader's speed relative
+to mariadb-dump, and whether sluice is at least as fast as mariadb-dump
+everywhere within 256 MiB. The rows sluice reports are checked against the
+table sizes. Each run waits (up to 30 s) for the machine to have been 90%
+idle for a second, and the file written is synced after the run, so that
+one run's leftovers do not slow the next.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if shortRows < 1 || longRows < 1 {

@@ -86,7 +86,9 @@ type SnapshotResult struct {
 	// end of the snapshot); 0 for mariadb-dump.
 	OwnSeconds float64
 	MaxRSS     int64 // bytes
-	OutBytes   int64 // size of the Debezium JSON file; 0 otherwise
+	// CPU is the user and system CPU time of the reader's process.
+	CPU      float64
+	OutBytes int64 // size of the Debezium JSON file; 0 otherwise
 	// ServerCPU is the CPU time mariadbd spent during the run (Linux;
 	// 0 elsewhere): the cost a reader puts on the server.
 	ServerCPU float64
@@ -291,11 +293,14 @@ func RunSnapshot(ctx context.Context, db *testenv.MariaDB, sizes SnapshotTables,
 		for i := 0; i < max(opts.Runs, 1); i++ {
 			for _, mode := range SnapshotModes {
 				res, err := runSnapshotChild(ctx, db, c, mode, tmp, opts)
+				// Write out the file just written (and removed) now,
+				// rather than during the next run.
+				syscall.Sync()
 				if err != nil {
 					return results, fmt.Errorf("bench snapshot: %s of %s: %w", mode, c.Name, err)
 				}
-				fmt.Fprintf(opts.Log, "%-11s %-15s run %d: %10d rows %8.3fs %11.0f rows/s  max RSS %4d MiB  server CPU %6.2fs%s\n",
-					c.Name, mode, i+1, res.Rows, res.Seconds, res.RowsPerSec(), res.MaxRSS>>20, res.ServerCPU, outSize(res))
+				fmt.Fprintf(opts.Log, "%-11s %-15s run %d: %10d rows %8.3fs %11.0f rows/s  max RSS %4d MiB  CPU %6.2fs  server CPU %6.2fs%s\n",
+					c.Name, mode, i+1, res.Rows, res.Seconds, res.RowsPerSec(), res.MaxRSS>>20, res.CPU, res.ServerCPU, outSize(res))
 				if b, ok := best[mode]; !ok || res.Seconds < b.Seconds {
 					best[mode] = res
 				}
@@ -365,6 +370,7 @@ func runSnapshotChild(ctx context.Context, db *testenv.MariaDB, c SnapshotCase, 
 	if opts.ProfileDir != "" && mode != SnapshotDump {
 		cmd.Env = append(os.Environ(), "SLUICE_CPUPROFILE="+filepath.Join(opts.ProfileDir, c.Name+"-"+mode+".prof"))
 	}
+	waitQuiet(ctx, opts.Log)
 	cpu0 := procCPU(db.Pid())
 	t0 := time.Now()
 	err = cmd.Run()
@@ -379,6 +385,7 @@ func runSnapshotChild(ctx context.Context, db *testenv.MariaDB, c SnapshotCase, 
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		res.MaxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+		res.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	if mode == SnapshotDump {
 		return res, nil
@@ -420,6 +427,41 @@ func runSnapshotChild(ctx context.Context, db *testenv.MariaDB, c SnapshotCase, 
 		}
 	}
 	return res, nil
+}
+
+// waitQuiet waits, up to half a minute, until the machine's CPUs were
+// at least 90% idle for a second, so that a run does not start in the
+// middle of someone else's work (the machines we measure on are shared).
+func waitQuiet(ctx context.Context, log io.Writer) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		idle0, total0 := procStat()
+		time.Sleep(time.Second)
+		idle1, total1 := procStat()
+		if total1 <= total0 || (idle1-idle0)*10 >= (total1-total0)*9 {
+			return
+		}
+	}
+	fmt.Fprintln(log, "  (the machine was still busy after 30 s; measuring anyway)")
+}
+
+// procStat returns the idle and total CPU time of the machine so far,
+// in clock ticks, from /proc/stat (0, 0 where there is none).
+func procStat() (idle, total int64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	for i := 1; i < len(f) && i <= 8; i++ {
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		total += n
+		if i == 4 || i == 5 {
+			idle += n
+		}
+	}
+	return idle, total
 }
 
 // procCPU is the user and system CPU seconds of process pid so far, from
@@ -527,8 +569,8 @@ func ReportSnapshot(w io.Writer, results []SnapshotResult) {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| tables\t reader\t rows\t seconds\t rows/s\t ÷ mariadb-dump\t max RSS MiB\t server CPU s\t output MB\t")
-	fmt.Fprintln(tw, "|---\t---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
+	fmt.Fprintln(tw, "| tables\t reader\t rows\t seconds\t rows/s\t ÷ mariadb-dump\t max RSS MiB\t CPU s\t server CPU s\t output MB\t")
+	fmt.Fprintln(tw, "|---\t---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
 	for _, r := range results {
 		ratio, out := "-", "-"
 		if d, ok := dump[r.Case]; ok && r.Mode != SnapshotDump && d.RowsPerSec() > 0 {
@@ -537,7 +579,7 @@ func ReportSnapshot(w io.Writer, results []SnapshotResult) {
 		if r.OutBytes > 0 {
 			out = fmt.Sprintf("%.0f", float64(r.OutBytes)/1e6)
 		}
-		fmt.Fprintf(tw, "| %s\t %s\t %d\t %.2f\t %.0f\t %s\t %d\t %.2f\t %s\t\n", r.Case, r.Mode, r.Rows, r.Seconds, r.RowsPerSec(), ratio, r.MaxRSS>>20, r.ServerCPU, out)
+		fmt.Fprintf(tw, "| %s\t %s\t %d\t %.2f\t %.0f\t %s\t %d\t %.2f\t %.2f\t %s\t\n", r.Case, r.Mode, r.Rows, r.Seconds, r.RowsPerSec(), ratio, r.MaxRSS>>20, r.CPU, r.ServerCPU, out)
 	}
 	tw.Flush()
 }
