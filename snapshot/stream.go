@@ -31,6 +31,7 @@ type Stream struct {
 	r     *binlog.Reader
 	cfg   StreamConfig
 	conn  *client.Conn
+	rd    *reader // reads chunks on conn, each query prepared once
 	queue []*Range
 	win   *window
 }
@@ -123,6 +124,15 @@ func (s *Stream) Close() error {
 	return nil
 }
 
+// dropConnection closes a connection left unusable (a chunk read that
+// failed midway); the next chunk opens another.
+func (s *Stream) dropConnection() {
+	if s.conn != nil {
+		s.conn.Close()
+	}
+	s.conn, s.rd = nil, nil
+}
+
 func (s *Stream) connection(ctx context.Context) (*client.Conn, error) {
 	if s.conn != nil {
 		return s.conn, nil
@@ -136,7 +146,12 @@ func (s *Stream) connection(ctx context.Context) (*client.Conn, error) {
 		conn.Close()
 		return nil, err
 	}
-	s.conn = conn
+	rd, err := newReader(conn)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	s.conn, s.rd = conn, rd
 	return conn, nil
 }
 
@@ -216,13 +231,17 @@ func (s *Stream) open(ctx context.Context) error {
 		}
 		query, args := ChunkQuery(t, rg.info.Key, rg.Where, rg.After, rg.UpTo, s.cfg.ChunkRows)
 		var arena rowArena
-		err = Scan(ctx, c, t, query, args, func(row binlog.Row) error {
-			row = arena.clone(row)
-			w.byKey[keyString(t, rg.info.Key, row)] = len(w.rows)
-			w.rows = append(w.rows, row)
-			return nil
+		err = withContext(ctx, c, func() error {
+			return s.rd.scan(ctx, t, query, args, func(row binlog.Row) error {
+				row = arena.clone(row)
+				w.byKey[keyString(t, rg.info.Key, row)] = len(w.rows)
+				w.rows = append(w.rows, row)
+				return nil
+			})
 		})
-		if transactional {
+		if s.rd.broken || ctx.Err() != nil {
+			s.dropConnection()
+		} else if transactional {
 			c.Execute("COMMIT")
 		}
 		if err != nil {
