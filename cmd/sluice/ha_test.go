@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/coord"
-	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/internal/testenv/etcdenv"
+	"github.com/sluice-cdc/sluice/internal/workload"
 )
 
 // haLease is the leases of the HA tests: short, so that failovers are quick.
@@ -27,13 +27,13 @@ const haLease = 2 * time.Second
 // replica is one `sluice run` process of a pipeline, with its own path to
 // etcd (a proxy, so that a test can cut it off).
 type replica struct {
-	n      int
-	config string
-	proxy  *etcdenv.Proxy
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	log    *syncBuffer
-	done   chan struct{}
+	n       int
+	config  string
+	proxy   *etcdenv.Proxy
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	log     *syncBuffer
+	done    chan struct{}
 	err     error
 	starts  int
 	started time.Time
@@ -434,6 +434,9 @@ func TestHAChaos(t *testing.T) {
 	}()
 	superStop := make(chan struct{})
 	super := h.supervise(t, superStop)
+	var once sync.Once
+	stopSuper := func() { once.Do(func() { close(superStop); super.Wait() }) }
+	t.Cleanup(stopSuper) // also when the test fails half-way
 	faults := map[string]int{}
 	var lastEpoch uint64
 	failovers := 0
@@ -485,8 +488,7 @@ func TestHAChaos(t *testing.T) {
 	}
 	total := h.w.N()
 	h.waitRows(t, total)
-	close(superStop)
-	super.Wait()
+	stopSuper()
 	for _, r := range h.reps {
 		r.kill()
 	}

@@ -597,12 +597,23 @@ func (e *runEnv) withKafka(t *testing.T) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	e.sinks = append(e.sinks, fmt.Sprintf("  - name: kafka\n    type: kafka\n    kafka: {brokers: [%q], request_timeout: 3s}", c.ListenAddrs()[0]))
-	e.readers["kafka"] = func() ([]*codec.Event, error) { return readKafka(c.ListenAddrs(), "app.log", "app.kv") }
+	e.readers["kafka"] = func() ([]*codec.Event, error) {
+		// As many messages as the file sink holds are expected: a consumer
+		// cannot tell "all read" from "not fetched yet" (partitions arrive
+		// at different times, slowly under -race).
+		want := 0
+		if evs, err := e.readers["file"](); err == nil {
+			want = len(evs)
+		}
+		return readKafka(c.ListenAddrs(), want, "app.log", "app.kv")
+	}
 	return c
 }
 
-// readKafka reads every committed record of the topics (read_committed).
-func readKafka(brokers []string, topics ...string) ([]*codec.Event, error) {
+// readKafka reads the committed records of the topics (read_committed)
+// until it has want of them and nothing more comes for a second, or 30 s
+// pass.
+func readKafka(brokers []string, want int, topics ...string) ([]*codec.Event, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -610,24 +621,18 @@ func readKafka(brokers []string, topics ...string) ([]*codec.Event, error) {
 	}
 	defer cl.Close()
 	var evs []*codec.Event
-	for empty := 0; empty < 2; {
-		// The first poll waits long (metadata, offsets; slow under -race),
-		// later ones stop the read when nothing more comes.
-		wait := time.Second
-		if len(evs) == 0 {
-			wait = 10 * time.Second
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
+	deadline := time.Now().Add(30 * time.Second)
+	for empty := 0; time.Now().Before(deadline); {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		fs := cl.PollFetches(ctx)
 		cancel()
 		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return nil, err
 		}
 		if fs.NumRecords() == 0 {
-			if len(evs) == 0 {
-				return nil, nil
+			if empty++; len(evs) >= want && empty >= 1 {
+				break
 			}
-			empty++
 			continue
 		}
 		empty = 0
