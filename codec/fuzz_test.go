@@ -3,7 +3,9 @@ package codec
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"reflect"
+	"strconv"
 	"testing"
 	"unicode/utf8"
 
@@ -107,4 +109,22 @@ func check(t *testing.T, what string, out []byte) {
 	if !utf8.Valid(out) {
 		t.Fatalf("%s: invalid UTF-8: %q", what, out)
 	}
+}
+
+// FuzzAppendFloat: appendFloat writes what strconv's shortest 'g' writes.
+func FuzzAppendFloat(f *testing.F) {
+	f.Add(uint64(0))
+	f.Add(uint64(0x3ff0000000000000)) // 1
+	f.Add(uint64(0x8000000000000000)) // -0
+	f.Add(uint64(0x412e848000000000)) // 1e6
+	f.Fuzz(func(t *testing.T, bits uint64) {
+		g := math.Float64frombits(bits)
+		if got, want := string(appendFloat(nil, g, 64)), strconv.FormatFloat(g, 'g', -1, 64); got != want {
+			t.Errorf("%v: %s, want %s", g, got, want)
+		}
+		g32 := float64(math.Float32frombits(uint32(bits)))
+		if got, want := string(appendFloat(nil, g32, 32)), strconv.FormatFloat(g32, 'g', -1, 32); got != want {
+			t.Errorf("%v (32 bits): %s, want %s", g32, got, want)
+		}
+	})
 }

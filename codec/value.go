@@ -42,6 +42,17 @@ func AppendValue(dst []byte, col *binlog.Column, v binlog.Value) []byte {
 
 // appendValue is AppendValue with a non-nil column and the value by
 // reference, which saves copying it on the per-cell path.
+// appendFloat is strconv.AppendFloat(dst, f, 'g', -1, bitSize): a whole
+// number below a million in magnitude (0, 1, 42, prices in whole units,
+// counters) is written as the integer it is, which is what 'g' writes for
+// it (it switches to an exponent from 1e+06 on, and writes -0 as "-0").
+func appendFloat(dst []byte, f float64, bitSize int) []byte {
+	if f > -1e6 && f < 1e6 && f == float64(int64(f)) && (f != 0 || !math.Signbit(f)) {
+		return strconv.AppendInt(dst, int64(f), 10)
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, bitSize)
+}
+
 func appendValue(dst []byte, col *binlog.Column, v *binlog.Value) []byte {
 	switch v.Kind() {
 	case binlog.KindInt, binlog.KindYear:
@@ -55,13 +66,13 @@ func appendValue(dst []byte, col *binlog.Column, v *binlog.Value) []byte {
 		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
 			return append(dst, "null"...)
 		}
-		return strconv.AppendFloat(dst, float64(f), 'g', -1, 32)
+		return appendFloat(dst, float64(f), 32)
 	case binlog.KindDouble:
 		f := v.Float()
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return append(dst, "null"...)
 		}
-		return strconv.AppendFloat(dst, f, 'g', -1, 64)
+		return appendFloat(dst, f, 64)
 	case binlog.KindDate:
 		dst = append(dst, '"')
 		dst = appendDate(dst, v.Date())

@@ -3,6 +3,7 @@ package codec
 import (
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -338,6 +339,26 @@ func TestAppendValueNoAlloc(t *testing.T) {
 		n := testing.AllocsPerRun(10, func() { buf = AppendValue(buf[:0], &col, tc.v) })
 		if n != 0 {
 			t.Errorf("%s: %v allocs", tc.name, n)
+		}
+	}
+}
+
+// appendFloat writes what strconv's shortest 'g' writes, fast path or not.
+func TestAppendFloatAsStrconv(t *testing.T) {
+	vals := []float64{0, math.Copysign(0, -1), 1, -1, 2, 10, 99, 100, 12345, 999999, -999999, 1e6, -1e6, 1e6 - 0.5,
+		1e21, 0.5, -0.5, 1.5, 123456.75, 1e-7, math.MaxInt64, math.MinInt64, math.Inf(1), math.NaN(), 4294967296, 1 << 53}
+	for i := -2000; i <= 2000; i++ {
+		vals = append(vals, float64(i), float64(i)*1000+0.25, float64(i)*499.5)
+	}
+	for _, f := range vals {
+		for _, bits := range []int{32, 64} {
+			g := f
+			if bits == 32 {
+				g = float64(float32(f))
+			}
+			if got, want := string(appendFloat(nil, g, bits)), strconv.FormatFloat(g, 'g', -1, bits); got != want {
+				t.Errorf("%v (%d bits): %s, want %s", g, bits, got, want)
+			}
 		}
 	}
 }
