@@ -209,11 +209,11 @@ func (h *haEnv) supervise(t *testing.T, stop <-chan struct{}) *sync.WaitGroup {
 func (h *haEnv) waitRows(t *testing.T, n int) time.Duration {
 	t.Helper()
 	start := time.Now()
-	var all bytes.Buffer
+	all := &syncBuffer{}
 	for _, r := range h.reps {
-		all.WriteString(r.log.String())
+		all.Write([]byte(r.log.String()))
 	}
-	h.waitAll(t, n, &all)
+	h.waitAll(t, n, all)
 	return time.Since(start)
 }
 

@@ -89,7 +89,7 @@ buffer: {batch_bytes: 16KiB}
 }
 
 // start runs `sluice run` in the background; its stderr goes to log.
-func (e *runEnv) start(t *testing.T, log *bytes.Buffer) *exec.Cmd {
+func (e *runEnv) start(t *testing.T, log io.Writer) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(e.bin, "run", "--config", e.config)
 	cmd.Stderr = log
@@ -101,7 +101,7 @@ func (e *runEnv) start(t *testing.T, log *bytes.Buffer) *exec.Cmd {
 }
 
 // waitAll waits until every sink holds n log rows.
-func (e *runEnv) waitAll(t *testing.T, n int, log *bytes.Buffer) {
+func (e *runEnv) waitAll(t *testing.T, n int, log fmt.Stringer) {
 	t.Helper()
 	deadline := time.Now().Add(90 * time.Second)
 	for name, read := range e.readers {
@@ -159,10 +159,10 @@ func TestRunKill9ExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.writeConfig(t, "")
-	var log bytes.Buffer
+	log := &syncBuffer{}
 	// The first run takes the snapshot; the kills hit the stream.
-	cmd := e.start(t, &log)
-	e.waitAll(t, 50, &log)
+	cmd := e.start(t, log)
+	e.waitAll(t, 50, log)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -190,7 +190,7 @@ func TestRunKill9ExactlyOnce(t *testing.T) {
 		}
 		_ = cmd.Wait()
 		t.Logf("kill %d/%d after %d transactions", i+1, n, e.w.N())
-		cmd = e.start(t, &log)
+		cmd = e.start(t, log)
 	}
 	close(stop)
 	wg.Wait()
@@ -198,7 +198,7 @@ func TestRunKill9ExactlyOnce(t *testing.T) {
 		t.Fatal(werr)
 	}
 	total := e.w.N()
-	e.waitAll(t, total, &log)
+	e.waitAll(t, total, log)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("sluice run after SIGTERM: %v\n%s", err, log.String())
@@ -273,8 +273,8 @@ func TestRunAdminIncrementalSnapshotAndMetrics(t *testing.T) {
 	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	cmd := e.start(t, &log)
+	log := &syncBuffer{}
+	cmd := e.start(t, log)
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
@@ -294,7 +294,7 @@ func TestRunAdminIncrementalSnapshotAndMetrics(t *testing.T) {
 		t.Fatalf("sluice snapshot: %v %s\n%s", err, out, log.String())
 	}
 	// All 35 rows arrive: 30 only by the snapshot, 5 by both.
-	e.waitAll(t, 35, &log)
+	e.waitAll(t, 35, log)
 	evs, err := e.readers["file"]()
 	if err != nil {
 		t.Fatal(err)
@@ -498,13 +498,13 @@ func TestRunSinkOutage(t *testing.T) {
 	if err := os.WriteFile(e.config, cfg, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log bytes.Buffer
-	cmd := e.start(t, &log)
+	log := &syncBuffer{}
+	cmd := e.start(t, log)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	if err := e.w.Txns(ctx, 20); err != nil {
 		t.Fatal(err)
 	}
-	e.waitAll(t, 20, &log)
+	e.waitAll(t, 20, log)
 
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
@@ -547,7 +547,7 @@ func TestRunSinkOutage(t *testing.T) {
 	}
 	refusing.Store(false)
 	total := e.w.N()
-	e.waitAll(t, total, &log)
+	e.waitAll(t, total, log)
 	if !strings.Contains(log.String(), "sink is back; delivery continues") {
 		t.Errorf("no log line when the sink came back")
 	}
@@ -568,8 +568,8 @@ func TestRunSinkOutage(t *testing.T) {
 	if err := e.w.Txns(ctx, 30); err != nil {
 		t.Fatal(err)
 	}
-	var log2 bytes.Buffer
-	cmd = e.start(t, &log2)
+	log2 := &syncBuffer{}
+	cmd = e.start(t, log2)
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(log2.String(), "sink unavailable at start; retrying") {
 		if time.Now().After(deadline) || cmd.ProcessState != nil {
@@ -581,7 +581,7 @@ func TestRunSinkOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	total = e.w.N()
-	e.waitAll(t, total, &log2)
+	e.waitAll(t, total, log2)
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	_ = cmd.Wait()
 	e.checkAll(t, total)
