@@ -31,7 +31,7 @@ func (o *snapshotOpts) register(cmd *cobra.Command) {
 	f.StringVar(&o.mode, "snapshot", "initial", "consistent initial load: initial (when there is no saved or given position), never, when_needed (also when the saved position was purged), always, only (snapshot and exit)")
 	f.StringVar(&o.method, "snapshot-method", "consistent", "consistent: read the tables at one point, then stream; watermark: read them chunk by chunk while streaming (no long transaction; tables of engines without transactions, such as MyISAM and Aria, are always read this way)")
 	f.IntVar(&o.parallel, "snapshot-parallel", 2, "connections reading the snapshot at once (more than one needs the RELOAD privilege)")
-	f.IntVar(&o.chunkRows, "snapshot-chunk", 16384, "rows per SELECT and per delivered chunk")
+	f.IntVar(&o.chunkRows, "snapshot-chunk", 16384, "rows per delivered chunk (and per SELECT when reading while streaming)")
 	f.StringArrayVar(&o.where, "where", nil, "snapshot only the rows of a table matching a condition: 'db.table=SQL condition' (repeatable)")
 }
 
