@@ -206,15 +206,15 @@ func (c *Config) Validate() error {
 type Reader struct {
 	// prevChanges is the number of changes of the last chunk delivered.
 	prevChanges int
-	cfg    Config
-	out    chan *Txn
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	err    error // set before out is closed
-	once   sync.Once
-	ready  chan struct{} // closed once the start position is known
-	done   chan struct{} // closed when the stream has ended (err is set)
+	cfg         Config
+	out         chan *Txn
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	err         error // set before out is closed
+	once        sync.Once
+	ready       chan struct{} // closed once the start position is known
+	done        chan struct{} // closed when the stream has ended (err is set)
 
 	// owned by the streaming goroutine
 	flavor   position.Flavor

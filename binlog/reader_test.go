@@ -483,7 +483,11 @@ func timeout(t *testing.T) context.Context {
 // what high availability relies on for "one dump per source".
 func TestSameServerIDServerDropsOlderDump(t *testing.T) {
 	db := testenv.StartT(t, testenv.MariaDBOptions{})
-	same := func(c *binlog.Config) { c.ServerID = 5151; c.ReplicaHost = "sluice-ha"; c.Heartbeat = 200 * time.Millisecond }
+	same := func(c *binlog.Config) {
+		c.ServerID = 5151
+		c.ReplicaHost = "sluice-ha"
+		c.Heartbeat = 200 * time.Millisecond
+	}
 	first := newReader(t, db, same)
 	if err := first.Ready(timeout(t)); err != nil {
 		t.Fatal(err)

@@ -28,8 +28,8 @@ type Config struct {
 	// Coordinator elects one leader among the pipeline's processes.
 	Coordinator Coordinator `yaml:"coordinator"`
 	Admin       Admin       `yaml:"admin"`
-	Buffer     Buffer     `yaml:"buffer"`
-	Log        Log        `yaml:"log"`
+	Buffer      Buffer      `yaml:"buffer"`
+	Log         Log         `yaml:"log"`
 }
 
 // Source is the server to read.
