@@ -6,28 +6,17 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
-)
 
-// Placeholders of the topic template.
-const (
-	partLiteral = iota
-	partDB
-	partTable
-	partSource
+	"github.com/sluice-cdc/sluice/pipeline"
 )
 
 // topicTemplate is a parsed Config.Topic.
 type topicTemplate struct {
-	parts []topicPart
+	parts pipeline.Template
 	// pattern matches every topic the template can render, and is how
 	// recovery finds topics created after the last checkpoint: each
 	// placeholder becomes [A-Za-z0-9_-]+ (what render puts there).
 	pattern *regexp.Regexp
-}
-
-type topicPart struct {
-	kind int
-	lit  string
 }
 
 // placeholderPattern matches what render puts in place of a placeholder.
@@ -39,45 +28,23 @@ func parseTopic(tmpl string) (topicTemplate, error) {
 	if tmpl == "." || tmpl == ".." {
 		return t, errors.New(`"." and ".." are not topic names`)
 	}
+	parts, err := pipeline.ParseTemplate(tmpl)
+	if err != nil {
+		return t, err
+	}
+	t.parts = parts
 	var re strings.Builder
 	re.WriteByte('^')
-	rest := tmpl
-	for rest != "" {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			i = len(rest)
+	for _, p := range parts {
+		if p.Field != pipeline.FieldLiteral {
+			re.WriteString(placeholderPattern)
+			continue
 		}
-		lit := rest[:i]
-		if strings.Contains(lit, "}") {
-			return t, errors.New("has a '}' without '{'")
+		if j := strings.IndexFunc(p.Lit, func(r rune) bool { return !topicChar(r) }); j >= 0 {
+			r, _ := utf8.DecodeRuneInString(p.Lit[j:])
+			return t, fmt.Errorf("contains %q: topic names take ASCII letters, digits, '.', '_' and '-' only", r)
 		}
-		if lit != "" {
-			if j := strings.IndexFunc(lit, func(r rune) bool { return !topicChar(r) }); j >= 0 {
-				r, _ := utf8.DecodeRuneInString(lit[j:])
-				return t, fmt.Errorf("contains %q: topic names take ASCII letters, digits, '.', '_' and '-' only", r)
-			}
-			t.parts = append(t.parts, topicPart{kind: partLiteral, lit: lit})
-			re.WriteString(regexp.QuoteMeta(lit))
-		}
-		if i == len(rest) {
-			break
-		}
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			return t, errors.New("has a '{' without '}'")
-		}
-		switch name := rest[i+1 : i+j]; name {
-		case "db":
-			t.parts = append(t.parts, topicPart{kind: partDB})
-		case "table":
-			t.parts = append(t.parts, topicPart{kind: partTable})
-		case "source":
-			t.parts = append(t.parts, topicPart{kind: partSource})
-		default:
-			return t, fmt.Errorf("unknown placeholder {%s}: use {db}, {table} or {source}", name)
-		}
-		re.WriteString(placeholderPattern)
-		rest = rest[i+j+1:]
+		re.WriteString(regexp.QuoteMeta(p.Lit))
 	}
 	if n := t.minLen(); n > MaxTopicLen {
 		return t, fmt.Errorf("is longer than %d characters, Kafka's limit on topic names", MaxTopicLen)
@@ -96,8 +63,8 @@ func topicChar(r rune) bool {
 func (t *topicTemplate) minLen() int {
 	n := 0
 	for _, p := range t.parts {
-		if p.kind == partLiteral {
-			n += len(p.lit)
+		if p.Field == pipeline.FieldLiteral {
+			n += len(p.Lit)
 		} else {
 			n++
 		}
@@ -107,8 +74,8 @@ func (t *topicTemplate) minLen() int {
 
 // fixed returns the template's only topic when it has no placeholders.
 func (t *topicTemplate) fixed() (string, bool) {
-	if len(t.parts) == 1 && t.parts[0].kind == partLiteral {
-		return t.parts[0].lit, true
+	if !t.parts.HasPlaceholders() {
+		return t.parts[0].Lit, true
 	}
 	return "", false
 }
@@ -119,19 +86,7 @@ func (t *topicTemplate) matches(topic string) bool { return t.pattern.MatchStrin
 // render returns the topic of a table, or an error when it would be longer
 // than Kafka allows.
 func (t *topicTemplate) render(source, db, table string) (string, error) {
-	var b []byte
-	for _, p := range t.parts {
-		switch p.kind {
-		case partLiteral:
-			b = append(b, p.lit...)
-		case partDB:
-			b = appendName(b, db)
-		case partTable:
-			b = appendName(b, table)
-		case partSource:
-			b = appendName(b, source)
-		}
-	}
+	b := t.parts.Append(nil, db, table, source, appendName)
 	if len(b) > MaxTopicLen {
 		return "", fmt.Errorf("the topic of table %s.%s (source %s) would be %q, longer than Kafka's limit of %d characters: use a shorter topic template", db, table, source, b, MaxTopicLen)
 	}

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/sluice-cdc/sluice/pipeline"
 )
 
 // Defaults of Config.
@@ -190,17 +192,9 @@ func checkStreamName(name string) error {
 	return nil
 }
 
-// Placeholders of the subject template.
-const (
-	partLiteral = iota
-	partDB
-	partTable
-	partSource
-)
-
 // subjectTemplate is a parsed Config.Subject.
 type subjectTemplate struct {
-	parts []subjectPart
+	parts pipeline.Template
 	// filter is the stream subject that covers every rendered subject:
 	// the literal tokens before the first placeholder followed by ".>",
 	// or the template itself when it has no placeholders.
@@ -209,11 +203,6 @@ type subjectTemplate struct {
 	// each token that holds a placeholder replaced by "*". An existing
 	// stream must take it.
 	pattern string
-}
-
-type subjectPart struct {
-	kind int
-	lit  string
 }
 
 // parseSubject parses a subject template such as "sluice.{db}.{table}".
@@ -241,36 +230,11 @@ func parseSubject(tmpl string) (subjectTemplate, error) {
 	if len(prefix) == 0 {
 		return t, errors.New("must start with a literal token, e.g. sluice.{db}.{table}: the stream's subjects are that prefix followed by .>")
 	}
-	rest := tmpl
-	for rest != "" {
-		i := strings.IndexByte(rest, '{')
-		if i < 0 {
-			if strings.Contains(rest, "}") {
-				return t, errors.New("has a '}' without '{'")
-			}
-			t.parts = appendLiteral(t.parts, rest)
-			break
-		}
-		if strings.Contains(rest[:i], "}") {
-			return t, errors.New("has a '}' without '{'")
-		}
-		t.parts = appendLiteral(t.parts, rest[:i])
-		j := strings.IndexByte(rest[i:], '}')
-		if j < 0 {
-			return t, errors.New("has a '{' without '}'")
-		}
-		switch name := rest[i+1 : i+j]; name {
-		case "db":
-			t.parts = append(t.parts, subjectPart{kind: partDB})
-		case "table":
-			t.parts = append(t.parts, subjectPart{kind: partTable})
-		case "source":
-			t.parts = append(t.parts, subjectPart{kind: partSource})
-		default:
-			return t, fmt.Errorf("unknown placeholder {%s}: use {db}, {table} or {source}", name)
-		}
-		rest = rest[i+j+1:]
+	parts, err := pipeline.ParseTemplate(tmpl)
+	if err != nil {
+		return t, err
 	}
+	t.parts = parts
 	t.pattern = strings.Join(pattern, ".")
 	if placeholders {
 		t.filter = strings.Join(prefix, ".") + ".>"
@@ -280,30 +244,11 @@ func parseSubject(tmpl string) (subjectTemplate, error) {
 	return t, nil
 }
 
-func appendLiteral(parts []subjectPart, s string) []subjectPart {
-	if s == "" {
-		return parts
-	}
-	return append(parts, subjectPart{kind: partLiteral, lit: s})
-}
-
 // render returns the subject of a table. Names are made safe as subject
 // tokens: '.', '*', '>' and white space become '_', and an empty name
 // becomes "_".
 func (t *subjectTemplate) render(dst []byte, source, db, table string) []byte {
-	for _, p := range t.parts {
-		switch p.kind {
-		case partLiteral:
-			dst = append(dst, p.lit...)
-		case partDB:
-			dst = appendToken(dst, db)
-		case partTable:
-			dst = appendToken(dst, table)
-		case partSource:
-			dst = appendToken(dst, source)
-		}
-	}
-	return dst
+	return t.parts.Append(dst, db, table, source, appendToken)
 }
 
 func appendToken(dst []byte, s string) []byte {

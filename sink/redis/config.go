@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-cdc/sluice/pipeline"
 )
 
 // Modes of the sink.
@@ -134,7 +136,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("mode %q: must be %q or %q", c.Mode, ModeStream, ModeMaterialize)
 	}
 	if c.Key != "" {
-		if _, err := parseKeyTemplate(c.Key); err != nil {
+		if _, err := pipeline.ParseTemplate(c.Key); err != nil {
 			return fmt.Errorf("key %q: %w", c.Key, err)
 		}
 	}
@@ -161,62 +163,4 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("wait_replicas %d: must be 0 (do not wait) or more", c.WaitReplicas)
 	}
 	return nil
-}
-
-// keyTemplate is a parsed Config.Key: literal text and placeholders.
-type keyTemplate []keyPart
-
-type keyPart struct {
-	lit   string
-	field byte // 0 for literal text, else 'd' (db), 't' (table), 's' (source)
-}
-
-func parseKeyTemplate(s string) (keyTemplate, error) {
-	var t keyTemplate
-	for s != "" {
-		i := strings.IndexByte(s, '{')
-		if i < 0 {
-			t = append(t, keyPart{lit: s})
-			break
-		}
-		if i > 0 {
-			t = append(t, keyPart{lit: s[:i]})
-		}
-		j := strings.IndexByte(s[i:], '}')
-		if j < 0 {
-			return nil, fmt.Errorf("unclosed %q: placeholders are {db}, {table} and {source}", s[i:])
-		}
-		switch name := s[i+1 : i+j]; name {
-		case "db":
-			t = append(t, keyPart{field: 'd'})
-		case "table":
-			t = append(t, keyPart{field: 't'})
-		case "source":
-			t = append(t, keyPart{field: 's'})
-		default:
-			return nil, fmt.Errorf("unknown placeholder {%s}: use {db}, {table} or {source}", name)
-		}
-		s = s[i+j+1:]
-	}
-	if len(t) == 0 {
-		return nil, errors.New("must not be empty")
-	}
-	return t, nil
-}
-
-// appendKey appends the expanded template.
-func (t keyTemplate) appendKey(dst []byte, db, table, source string) []byte {
-	for _, p := range t {
-		switch p.field {
-		case 'd':
-			dst = append(dst, db...)
-		case 't':
-			dst = append(dst, table...)
-		case 's':
-			dst = append(dst, source...)
-		default:
-			dst = append(dst, p.lit...)
-		}
-	}
-	return dst
 }

@@ -44,7 +44,7 @@ type Sink struct {
 	log   *slog.Logger
 	dial  dialOptions
 	cn    *conn // nil until connected, and after a connection error
-	tmpl  keyTemplate
+	tmpl  pipeline.Template
 	hwKey string
 
 	offset  string // the high-water seq after the last Write or Recover
@@ -118,7 +118,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	tmpl, err := parseKeyTemplate(cfg.Key)
+	tmpl, err := pipeline.ParseTemplate(cfg.Key)
 	if err != nil { // Validate has checked it
 		return nil, fmt.Errorf("redis sink %s: key %q: %w", name, cfg.Key, err)
 	}
@@ -792,7 +792,7 @@ func (s *Sink) table(m *pipeline.Message) *tableKeys {
 	if t, ok := s.tables[id]; ok {
 		return t
 	}
-	k := s.tmpl.appendKey([]byte(s.cfg.KeyPrefix), m.DB, m.Table, m.Source)
+	k := s.tmpl.Append([]byte(s.cfg.KeyPrefix), m.DB, m.Table, m.Source, nil)
 	t := &tableKeys{source: m.Source, stream: k, prefix: append(k[:len(k):len(k)], ':')}
 	for i, withEnd := range []bool{false, true} {
 		n := 9

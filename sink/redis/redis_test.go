@@ -793,11 +793,11 @@ func TestKeyTemplate(t *testing.T) {
 		{"cdc:{source}:{db}:{table}:x", "cdc:s:d:t:x"},
 		{"all", "all"},
 	} {
-		k, err := parseKeyTemplate(tc.tmpl)
+		k, err := pipeline.ParseTemplate(tc.tmpl)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := string(k.appendKey(nil, "d", "t", "s")); got != tc.want {
+		if got := string(k.Append(nil, "d", "t", "s", nil)); got != tc.want {
 			t.Errorf("%q: %q, want %q", tc.tmpl, got, tc.want)
 		}
 	}
