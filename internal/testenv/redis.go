@@ -194,14 +194,9 @@ func StartRedisServer(ctx context.Context, dir string) (*Redis, error) {
 	server, _ := findBinary(redisServerCandidates)
 	r := &Redis{Host: "127.0.0.1", server: server}
 	if dir == "" {
-		sweepOnce.Do(sweepStaleDirs)
-		d, err := makeTempDir()
+		d, err := ownedTempDir()
 		if err != nil {
 			return nil, err
-		}
-		if err := os.WriteFile(filepath.Join(d, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-			os.RemoveAll(d)
-			return nil, fmt.Errorf("testenv: %w", err)
 		}
 		r.Dir, r.ownsDir = d, true
 	} else {
@@ -222,19 +217,8 @@ func StartRedisServer(ctx context.Context, dir string) (*Redis, error) {
 	}()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	const attempts = 5
-	for i := 1; ; i++ {
-		var err error
-		if r.Port, err = freePort(); err != nil {
-			return nil, err
-		}
-		err = r.startLocked(ctx)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, errPortInUse) || i == attempts {
-			return nil, err
-		}
+	if err := onFreePort(&r.Port, func() error { return r.startLocked(ctx) }); err != nil {
+		return nil, err
 	}
 	ok = true
 	return r, nil

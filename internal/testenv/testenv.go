@@ -181,15 +181,9 @@ func Start(ctx context.Context, opts MariaDBOptions) (*MariaDB, error) {
 	installDB, _ := findBinary(installDBCandidates)
 
 	opts = opts.withDefaults()
-	sweepOnce.Do(sweepStaleDirs)
-	dir, err := makeTempDir()
+	dir, err := ownedTempDir()
 	if err != nil {
 		return nil, err
-	}
-	// Lets sweepStaleDirs recognise the directory once this process is gone.
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testenv: %w", err)
 	}
 	m := &MariaDB{
 		Host:     "127.0.0.1",
@@ -213,25 +207,46 @@ func Start(ctx context.Context, opts MariaDBOptions) (*MariaDB, error) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	const attempts = 5
-	for i := 1; ; i++ {
-		if m.Port, err = freePort(); err != nil {
-			return nil, err
-		}
-		err = m.startLocked(ctx)
-		if err == nil {
-			break
-		}
-		// Another process grabbed the port between freePort and bind.
-		if !errors.Is(err, errPortInUse) || i == attempts {
-			return nil, err
-		}
+	if err := onFreePort(&m.Port, func() error { return m.startLocked(ctx) }); err != nil {
+		return nil, err
 	}
 	if err := m.setupAccounts(ctx); err != nil {
 		return nil, err
 	}
 	ok = true
 	return m, nil
+}
+
+// ownedTempDir makes a new temporary directory marked with this process's
+// pid, so that sweepStaleDirs can remove it once the process is gone.
+func ownedTempDir() (string, error) {
+	sweepOnce.Do(sweepStaleDirs)
+	dir, err := makeTempDir()
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("testenv: %w", err)
+	}
+	return dir, nil
+}
+
+// onFreePort sets *port to a free port and calls start, trying again on
+// another port when someone else bound it in between (a few times).
+func onFreePort(port *int, start func() error) error {
+	const attempts = 5
+	for i := 1; ; i++ {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		*port = p
+		err = start()
+		if err == nil || !errors.Is(err, errPortInUse) || i == attempts {
+			return err
+		}
+	}
 }
 
 const (
