@@ -441,11 +441,19 @@ type builder struct {
 	nextSeq uint64
 	cur     *batch
 	source  string
+	// metaTail is `,"epoch":E,"source":"S"`, written once.
+	metaTail []byte
 }
 
 func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64) *builder {
-	return &builder{p: p, w: w, epoch: epoch, nextSeq: nextSeq, source: p.cfg.Source.Name,
+	b := &builder{p: p, w: w, epoch: epoch, nextSeq: nextSeq, source: p.cfg.Source.Name,
 		enc: codec.NewEncoder(codec.Source{Name: p.cfg.Source.Name})}
+	b.metaTail = append(b.metaTail, `,"epoch":`...)
+	b.metaTail = strconv.AppendUint(b.metaTail, epoch, 10)
+	b.metaTail = append(b.metaTail, `,"source":`...)
+	name, _ := json.Marshal(b.source) // JSON's quoting, not Go's
+	b.metaTail = append(b.metaTail, name...)
+	return b
 }
 
 func (b *builder) batch() *batch {
@@ -534,10 +542,7 @@ func (b *builder) idle() bool {
 func (b *builder) appendMeta(dst []byte, seq uint64, last bool, end *position.Position) []byte {
 	dst = append(dst, `,"sluice":{"seq":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
-	dst = append(dst, `,"epoch":`...)
-	dst = strconv.AppendUint(dst, b.epoch, 10)
-	dst = append(dst, `,"source":`...)
-	dst = strconv.AppendQuote(dst, b.source)
+	dst = append(dst, b.metaTail...) // epoch and source: the same for the whole run
 	if last {
 		dst = append(dst, `,"end":`...)
 		dst = AppendEnd(dst, end)
