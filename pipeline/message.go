@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/position"
@@ -37,6 +38,10 @@ type Message struct {
 	End *position.Position
 	// Snapshot marks a row read by a snapshot.
 	Snapshot bool
+	// EventTime is the source transaction's commit time, corrected for the
+	// difference between the source's clock and sluice's (see
+	// docs/SOURCES.md); zero for snapshot rows.
+	EventTime time.Time
 	// Change is the decoded change, for sinks that keep rows (Redis
 	// materialize). It is valid until the Write call for the batch returns.
 	Change *binlog.Change

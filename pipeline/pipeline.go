@@ -496,6 +496,9 @@ func (b *builder) txn(ctx context.Context, t *binlog.Txn) error {
 		bt.buf = codec.AppendChangeKey(bt.buf, ch)
 		k1 := len(bt.buf)
 		m := Message{Seq: seq, Source: b.source, Op: ch.Op, Change: ch, Snapshot: t.Snapshot}
+		if !t.Snapshot {
+			m.EventTime = t.CommitTime
+		}
 		if ch.Table != nil {
 			m.DB, m.Table = ch.Table.Schema, ch.Table.Name
 		} else {
