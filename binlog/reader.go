@@ -79,6 +79,10 @@ type Config struct {
 	ChunkBytes int
 	// Heartbeat asks the server for a heartbeat when idle (default 1s).
 	Heartbeat time.Duration
+	// DeliverHeartbeats hands each heartbeat received between transactions
+	// to Next as an empty Txn with Heartbeat set: the server had sent
+	// everything up to its End.
+	DeliverHeartbeats bool
 	// MaxBackoff bounds the wait between reconnection attempts (default 10s).
 	MaxBackoff time.Duration
 	// Logger receives operational messages (default slog.Default()).
@@ -232,7 +236,13 @@ type Reader struct {
 	rowHandlers []rowHandler
 	txnHandlers []func(*Txn) error
 
-	payloadPos  uint32           // start of the transaction payload event being handled
+	payloadPos uint32 // start of the transaction payload event being handled
+	// nextPos is where the next event of the stream must start (0: not
+	// known yet): a stream that skips bytes is cut and resumed.
+	nextPos uint32
+	// atStmt is set between statements, where MariaDB leaves out the
+	// Annotate_rows events (a replica gets them only on request).
+	atStmt      bool
 	startByFile bool             // connect by file position until a transaction has passed
 	arenas      chan *chunkArena // chunks released by the consumer (Txn.Release)
 
@@ -648,25 +658,11 @@ func startPosition(c *client.Conn, flavor position.Flavor, at string) (position.
 			return p, nil
 		}
 	default:
-		rs, err := c.Execute("SHOW MASTER STATUS")
-		if err != nil {
-			rs, err = c.Execute("SHOW BINARY LOG STATUS") // MySQL 8.4+
+		var err error
+		if p, err = BinlogPosition(c); err != nil {
+			return p, err
 		}
-		if err != nil {
-			return p, fmt.Errorf("binlog: reading the current binlog position: %w", err)
-		}
-		defer rs.Close()
-		if rs.RowNumber() == 0 {
-			return p, fmt.Errorf("%w: SHOW MASTER STATUS is empty: binary logging is off", ErrServerConfig)
-		}
-		p.File = resultString(rs, 0, 0)
-		off, _ := rs.GetUint(0, 1)
-		p.Offset = uint32(off)
 		if flavor == position.MySQL {
-			if len(rs.Fields) >= 5 {
-				p.GTIDs = resultString(rs, 0, 4)
-				p.GTIDs = strings.ReplaceAll(p.GTIDs, "\n", "")
-			}
 			return p, nil
 		}
 	}
@@ -675,6 +671,31 @@ func startPosition(c *client.Conn, flavor position.Flavor, at string) (position.
 		return p, err
 	}
 	p.GTIDs = g
+	return p, nil
+}
+
+// BinlogPosition reads the server's current binlog file and offset (and,
+// on MySQL, its executed GTID set) with SHOW MASTER STATUS (SHOW BINARY LOG
+// STATUS on MySQL 8.4+).
+func BinlogPosition(c *client.Conn) (position.Position, error) {
+	var p position.Position
+	rs, err := c.Execute("SHOW MASTER STATUS")
+	if err != nil {
+		rs, err = c.Execute("SHOW BINARY LOG STATUS") // MySQL 8.4+
+	}
+	if err != nil {
+		return p, fmt.Errorf("binlog: reading the current binlog position: %w", err)
+	}
+	defer rs.Close()
+	if rs.RowNumber() == 0 {
+		return p, fmt.Errorf("%w: SHOW MASTER STATUS is empty: binary logging is off", ErrServerConfig)
+	}
+	p.File = resultString(rs, 0, 0)
+	off, _ := rs.GetUint(0, 1)
+	p.Offset = uint32(off)
+	if len(rs.Fields) >= 5 { // MySQL's Executed_Gtid_Set (MariaDB has 4 columns)
+		p.GTIDs = strings.ReplaceAll(resultString(rs, 0, 4), "\n", "")
+	}
 	return p, nil
 }
 
@@ -804,6 +825,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 	}
 
 	r.asm = assembly{}
+	r.nextPos, r.atStmt = 0, false
 	r.file = r.resume.File
 	var s *replication.BinlogStreamer
 	if r.resume.GTIDs != "" && !r.startByFile {
@@ -975,8 +997,12 @@ type eventHandler struct {
 
 func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 	hdr := ev.Header
+	if err := r.checkContiguous(ev); err != nil {
+		return err
+	}
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
+		r.nextPos = 0
 		r.file = string(e.NextLogName)
 		if !r.asm.open && hdr.Timestamp != 0 || r.resume.File == "" {
 			// A real rotation between transactions: the next one starts in the new file.
@@ -1046,6 +1072,53 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 			}
 		}
 		return nil
+	}
+	return nil
+}
+
+// logEventArtificial marks events the server makes up for the stream
+// (they are not in the binlog file at their position).
+const logEventArtificial = 0x20
+
+// errGap is returned when the stream skips part of the binlog; it is
+// retried (reconnecting resumes after the last whole transaction).
+var errGap = errors.New("binlog: the stream skipped part of the binlog")
+
+// checkContiguous checks that a live stream's event starts where the
+// previous one ended: every event carries its end position, so bytes lost
+// between server and sluice (a proxy, a broken middlebox) show as a gap,
+// even where whole events are missing and every checksum is right.
+func (r *Reader) checkContiguous(ev *replication.BinlogEvent) error {
+	hdr := ev.Header
+	if r.emit != nil || r.payloadPos != 0 || hdr.LogPos == 0 || hdr.Flags&logEventArtificial != 0 {
+		return nil
+	}
+	switch ev.Event.(type) {
+	case *replication.HeartbeatEvent, *replication.RotateEvent, *replication.FormatDescriptionEvent:
+		return nil
+	}
+	start := hdr.LogPos - hdr.EventSize
+	_, tableMap := ev.Event.(*replication.TableMapEvent)
+	if r.nextPos != 0 && start != r.nextPos && !(tableMap && r.atStmt && start > r.nextPos) {
+		return fmt.Errorf("%w: in %s an event starts at %d but the previous one ended at %d; reconnecting from %s", errGap, r.file, start, r.nextPos, r.resume)
+	}
+	switch ev.Event.(type) {
+	case *replication.MariadbGTIDEvent, *replication.GTIDEvent, *replication.GtidTaggedLogEvent:
+	default:
+		if r.nextPos == 0 {
+			// Before the stream's first transaction the server jumps from
+			// the file's header events to the position asked for.
+			return nil
+		}
+	}
+	r.nextPos = hdr.LogPos
+	switch e := ev.Event.(type) {
+	case *replication.TableMapEvent:
+		r.atStmt = false
+	case *replication.RowsEvent:
+		r.atStmt = e.Flags&replication.RowsEventStmtEndFlag != 0
+	default:
+		r.atStmt = true
 	}
 	return nil
 }
@@ -1368,9 +1441,21 @@ func (r *Reader) advanceIdle(hdr *replication.EventHeader) {
 	}
 }
 
+// idle handles a heartbeat: the server had nothing more to send. Outside
+// a transaction it is handed to Next as an empty Txn with Heartbeat set,
+// in order with the transactions, so that a consumer learns that it has
+// everything the server had at that moment.
 func (r *Reader) idle(h *eventHandler) error {
 	if r.asm.open {
 		return nil
+	}
+	if r.emit == nil && r.cfg.DeliverHeartbeats {
+		prev := r.prevChanges
+		err := r.deliver(&Txn{Begin: r.resume, End: r.resume, Last: true, Heartbeat: true}, h)
+		r.prevChanges = prev
+		if err != nil {
+			return err
+		}
 	}
 	r.setDelivered(r.resume)
 	return r.checkStop(r.resume)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -541,4 +542,149 @@ func TestSameServerIDServerDropsOlderDump(t *testing.T) {
 			break
 		}
 	}
+}
+
+// With DeliverHeartbeats an idle server's heartbeats reach Next in order
+// with the transactions, each at the position after everything sent.
+func TestHeartbeatsDelivered(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	ctx := timeout(t)
+	if err := db.Exec(ctx, "CREATE DATABASE hb", "CREATE TABLE hb.t (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	r := newReader(t, db, func(c *binlog.Config) {
+		c.Heartbeat = 200 * time.Millisecond
+		c.DeliverHeartbeats = true
+	})
+	if err := r.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec(ctx, "INSERT INTO hb.t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	var ins position.Position
+	for ins.IsZero() {
+		txn, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(txn.Changes) == 1 && !txn.Heartbeat {
+			ins = txn.End
+		}
+	}
+	start := time.Now()
+	for beats := 0; beats < 3; {
+		txn, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !txn.Heartbeat {
+			continue
+		}
+		if len(txn.Changes) != 0 || !txn.Last || txn.End.Compare(ins) < 0 {
+			t.Fatalf("heartbeat %+v: want an empty last Txn at or after %s", txn, ins)
+		}
+		beats++
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("3 heartbeats at 200ms took %v", d)
+	}
+}
+
+// dropProxy forwards TCP to a server and, when armed, drops the next chunk
+// the server sends: bytes lost on the way, with every checksum intact.
+type dropProxy struct {
+	ln    net.Listener
+	up    string
+	armed atomic.Bool
+	drops atomic.Int32
+}
+
+func newDropProxy(t *testing.T, upstream string) *dropProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{ln: ln, up: upstream}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go func() { _, _ = io.Copy(s, c); s.Close() }()
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 {
+						if p.armed.CompareAndSwap(true, false) {
+							p.drops.Add(1)
+							continue
+						}
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return p
+}
+
+// Bytes lost between the server and sluice (a whole transaction's events,
+// each with a good checksum) are noticed by their positions: the reader
+// reconnects and every transaction arrives exactly once.
+func TestStreamGapIsResumed(t *testing.T) {
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	ctx := timeout(t)
+	if err := db.Exec(ctx, "CREATE DATABASE g", "CREATE TABLE g.t (id INT PRIMARY KEY)"); err != nil {
+		t.Fatal(err)
+	}
+	proxy := newDropProxy(t, db.Addr())
+	r := newReader(t, db, func(c *binlog.Config) { c.Addr = proxy.ln.Addr().String() })
+	if err := r.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]int{}
+	const n = 30
+	for i := 1; i <= n; i++ {
+		if i%10 == 5 {
+			proxy.armed.Store(true)
+		}
+		if err := db.Exec(ctx, fmt.Sprintf("INSERT INTO g.t VALUES (%d)", i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for len(seen) < n {
+		txn, err := r.Next(ctx)
+		if err != nil {
+			t.Fatalf("after %d rows: %v", len(seen), err)
+		}
+		for _, ch := range txn.Changes {
+			seen[ch.After[0].Int()]++
+		}
+	}
+	for id, k := range seen {
+		if k != 1 {
+			t.Errorf("row %d delivered %d times", id, k)
+		}
+	}
+	if proxy.drops.Load() == 0 || r.Stats().Reconnects == 0 {
+		t.Fatalf("%d chunks dropped, %d reconnections: the test did not lose bytes", proxy.drops.Load(), r.Stats().Reconnects)
+	}
+	t.Logf("%d chunks dropped, %d reconnections, every row once", proxy.drops.Load(), r.Stats().Reconnects)
 }

@@ -92,6 +92,9 @@ type Txn struct {
 	// with. SnapshotLast marks the chunk holding the snapshot's final row.
 	Snapshot     bool
 	SnapshotLast bool
+	// Heartbeat marks an empty Txn standing for a server heartbeat: the
+	// server had sent everything up to End and was idle.
+	Heartbeat bool
 
 	arena *chunkArena
 	free  chan *chunkArena

@@ -577,16 +577,11 @@ func snapshotPosition(c *client.Conn) (position.Position, error) {
 }
 
 func currentPosition(c *client.Conn) (position.Position, error) {
-	rs, err := c.Execute("SHOW MASTER STATUS")
+	p, err := binlog.BinlogPosition(c)
 	if err != nil {
-		return position.Position{}, fmt.Errorf("snapshot: SHOW MASTER STATUS: %w", err)
+		return p, fmt.Errorf("snapshot: %w", err)
 	}
-	defer rs.Close()
-	if rs.RowNumber() == 0 {
-		return position.Position{}, errors.New("snapshot: binary logging is off")
-	}
-	off, _ := rs.GetUint(0, 1)
-	return position.Position{File: cell(rs, 0, 0), Offset: uint32(off)}, nil
+	return position.Position{File: p.File, Offset: p.Offset}, nil
 }
 
 // listTables returns the selected base tables as "db.table".
