@@ -41,7 +41,23 @@ type Checkpoint struct {
 	// Snapshot holds an unfinished snapshot's state (what is left to read),
 	// in the snapshot package's format; empty when none is under way.
 	Snapshot json.RawMessage `json:"snapshot,omitempty"`
-	SavedAt  time.Time       `json:"saved_at"`
+	// Snapshots holds, per source of a pipeline with several sources (and
+	// for every source of `sluice run`), that source's unfinished snapshot.
+	Snapshots map[string]json.RawMessage `json:"snapshots,omitempty"`
+	// Open names a transaction that sinks may hold only part of: a large
+	// transaction of a pipeline with several sources, recorded before its
+	// first part is written (see docs/SOURCES.md).
+	Open    *Open     `json:"open,omitempty"`
+	SavedAt time.Time `json:"saved_at"`
+}
+
+// Open is a transaction whose first part was about to be written: its
+// source, the position before it, and the sequence number of its first
+// message.
+type Open struct {
+	Source   string            `json:"source"`
+	Begin    position.Position `json:"begin"`
+	FirstSeq uint64            `json:"first_seq"`
 }
 
 // Store loads and saves checkpoints.
