@@ -22,7 +22,7 @@ APT_PACKAGES    := mariadb-server mariadb-client redis-server
 
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: all deps build test vet unit fuzz-smoke fuzz demo chaos bench bench-snapshot clean
+.PHONY: all deps build test vet unit fuzz-smoke fuzz demo chaos bench bench-snapshot clean bench-sources
 
 all: build test
 
@@ -36,6 +36,7 @@ deps:
 	command -v mariadb-install-db >/dev/null 2>&1 || [ -x /usr/bin/mariadb-install-db ] || missing="$$missing mariadb-server"; \
 	command -v mariadb >/dev/null 2>&1 || missing="$$missing mariadb-client"; \
 	{ command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ]; } || missing="$$missing redis-server"; \
+	[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || missing="$$missing faketime"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
 	[ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
@@ -104,6 +105,10 @@ bench: deps
 # The snapshot benchmark beside mariadb-dump (10M + 2M rows; a few minutes).
 bench-snapshot: deps build
 	bin/sluice bench snapshot
+
+# Four sources with and without skew alignment (about two minutes).
+bench-sources: deps build
+	bin/sluice bench sources
 
 clean:
 	rm -rf bin/

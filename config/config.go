@@ -21,8 +21,13 @@ import (
 // Config is the whole file.
 type Config struct {
 	// Pipeline names the pipeline (checkpoints, sinks, metrics).
-	Pipeline   string     `yaml:"pipeline"`
-	Source     Source     `yaml:"source"`
+	Pipeline string `yaml:"pipeline"`
+	// Source is the one server to read; Sources lists several (use one or
+	// the other). After Load, Sources holds every source, Source included.
+	Source  Source   `yaml:"source"`
+	Sources []Source `yaml:"sources"`
+	// Align keeps several sources together in event time.
+	Align      Align      `yaml:"align"`
 	Sinks      []Sink     `yaml:"sinks"`
 	Checkpoint Checkpoint `yaml:"checkpoint"`
 	// Coordinator elects one leader among the pipeline's processes.
@@ -44,6 +49,24 @@ type Source struct {
 	Start       string   `yaml:"start"`
 	Snapshot    Snapshot `yaml:"snapshot"`
 	SignalTable string   `yaml:"signal_table"`
+	// Heartbeat is how often the server sends a heartbeat when it has
+	// nothing to send (default 1s).
+	Heartbeat time.Duration `yaml:"heartbeat"`
+}
+
+// Align configures skew alignment between sources (docs/SOURCES.md).
+type Align struct {
+	// MaxSkew turns alignment on: how far in event time a source may lead
+	// the slowest live one.
+	MaxSkew time.Duration `yaml:"max_skew"`
+	// MaxWait is how long a source may send nothing before it counts as
+	// stalled (default 30s).
+	MaxWait time.Duration `yaml:"max_wait"`
+	// OnStall: proceed (default) or fail.
+	OnStall string `yaml:"on_stall"`
+	// SampleEvery is how often each source's clock and position are
+	// sampled (default 250ms).
+	SampleEvery time.Duration `yaml:"sample_every"`
 }
 
 // Snapshot configures the initial load.
@@ -212,6 +235,12 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 }
 
 func child(n *yaml.Node, key string) *yaml.Node {
+	if n != nil && n.Kind == yaml.SequenceNode {
+		if i, err := strconv.Atoi(key); err == nil && i >= 0 && i < len(n.Content) {
+			return n.Content[i]
+		}
+		return nil
+	}
 	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
 	}
@@ -382,7 +411,7 @@ func distance(a, b string) int {
 // validate checks values and fills defaults.
 func (c *Config) validate(file string, doc *yaml.Node) error {
 	bad := func(msg string, path ...string) error {
-		return &Error{File: file, Line: lineOf(doc, path...), Key: strings.Join(path, "."), Msg: msg}
+		return &Error{File: file, Line: lineOf(doc, path...), Key: keyPath(path), Msg: msg}
 	}
 	if c.Pipeline == "" {
 		return bad("is required: a name for this pipeline (letters, digits, - and _), e.g. pipeline: shop", "pipeline")
@@ -390,24 +419,42 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	if !regexp.MustCompile(`^[A-Za-z0-9_-]+$`).MatchString(c.Pipeline) {
 		return bad(fmt.Sprintf("%q: use letters, digits, - and _ only", c.Pipeline), "pipeline")
 	}
-	if c.Source.URL == "" {
-		return bad("is required, e.g. url: mysql://repl:${SLUICE_PASSWORD}@127.0.0.1:3306", "source", "url")
-	}
-	if c.Source.Name == "" {
-		c.Source.Name = c.Pipeline
-	}
-	switch c.Source.Snapshot.Mode {
-	case "", "initial", "never", "when_needed", "always", "only":
+	switch {
+	case len(c.Sources) > 0 && child(doc, "source") != nil:
+		return bad("use either source: (one server) or sources: (several), not both", "source")
+	case len(c.Sources) == 0:
+		if c.Source.Name == "" {
+			c.Source.Name = c.Pipeline
+		}
+		if err := c.Source.validate(bad, "source"); err != nil {
+			return err
+		}
+		c.Sources = []Source{c.Source}
 	default:
-		return bad(fmt.Sprintf("%q: want initial, never, when_needed, always or only", c.Source.Snapshot.Mode), "source", "snapshot", "mode")
+		seen := map[string]bool{}
+		for i := range c.Sources {
+			s := &c.Sources[i]
+			at := []string{"sources", strconv.Itoa(i)}
+			if s.Name == "" {
+				return bad("is required with several sources: a name for this server (it goes into every message and the checkpoint)", append(at, "name")...)
+			}
+			if seen[s.Name] {
+				return bad(fmt.Sprintf("%q is used by two sources; give each its own name", s.Name), append(at, "name")...)
+			}
+			seen[s.Name] = true
+			if err := s.validate(bad, at...); err != nil {
+				return err
+			}
+		}
+		c.Source = c.Sources[0]
 	}
-	switch c.Source.Snapshot.Method {
-	case "", "consistent", "watermark":
+	if c.Align.MaxSkew < 0 || c.Align.MaxWait < 0 || c.Align.SampleEvery < 0 {
+		return bad("durations must not be negative", "align")
+	}
+	switch c.Align.OnStall {
+	case "", "proceed", "fail":
 	default:
-		return bad(fmt.Sprintf("%q: want consistent or watermark", c.Source.Snapshot.Method), "source", "snapshot", "method")
-	}
-	if c.Source.SignalTable != "" && !strings.Contains(c.Source.SignalTable, ".") {
-		return bad(fmt.Sprintf("%q: want db.table", c.Source.SignalTable), "source", "signal_table")
+		return bad(fmt.Sprintf("%q: want proceed or fail", c.Align.OnStall), "align", "on_stall")
 	}
 	if len(c.Sinks) == 0 {
 		c.Sinks = []Sink{{Name: "stdout", Type: "stdout"}}
@@ -492,6 +539,47 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	case "", "text", "json":
 	default:
 		return bad(fmt.Sprintf("%q: want text or json", c.Log.Format), "log", "format")
+	}
+	return nil
+}
+
+// keyPath renders a path as a key: sources[1].url.
+func keyPath(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if _, err := strconv.Atoi(p); err == nil {
+			b.WriteString("[" + p + "]")
+			continue
+		}
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+// validate checks one source block found at path.
+func (src *Source) validate(bad func(string, ...string) error, path ...string) error {
+	at := func(key ...string) []string { return append(append([]string(nil), path...), key...) }
+	if src.URL == "" {
+		return bad("is required, e.g. url: mysql://repl:${SLUICE_PASSWORD}@127.0.0.1:3306", at("url")...)
+	}
+	switch src.Snapshot.Mode {
+	case "", "initial", "never", "when_needed", "always", "only":
+	default:
+		return bad(fmt.Sprintf("%q: want initial, never, when_needed, always or only", src.Snapshot.Mode), at("snapshot", "mode")...)
+	}
+	switch src.Snapshot.Method {
+	case "", "consistent", "watermark":
+	default:
+		return bad(fmt.Sprintf("%q: want consistent or watermark", src.Snapshot.Method), at("snapshot", "method")...)
+	}
+	if src.SignalTable != "" && !strings.Contains(src.SignalTable, ".") {
+		return bad(fmt.Sprintf("%q: want db.table", src.SignalTable), at("signal_table")...)
+	}
+	if src.Heartbeat < 0 {
+		return bad("must not be negative", at("heartbeat")...)
 	}
 	return nil
 }

@@ -61,6 +61,34 @@ buffer: {batch_bytes: 512KiB, max_bytes: 32MiB}
 	}
 }
 
+func TestSources(t *testing.T) {
+	src := `
+pipeline: shards
+sources:
+  - name: eu
+    url: mysql://u:p@eu:3306
+    tables: [shop.*]
+  - name: us
+    url: mysql://u:p@us:3306
+    heartbeat: 500ms
+align: {max_skew: 2s, max_wait: 10s, on_stall: fail}
+`
+	c, err := Parse("x.yaml", []byte(src), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sources) != 2 || c.Sources[0].Name != "eu" || c.Sources[1].Heartbeat != 500*time.Millisecond || c.Source.Name != "eu" {
+		t.Fatalf("sources = %+v", c.Sources)
+	}
+	if c.Align.MaxSkew != 2*time.Second || c.Align.MaxWait != 10*time.Second || c.Align.OnStall != "fail" {
+		t.Fatalf("align = %+v", c.Align)
+	}
+	one, err := Parse("x.yaml", []byte("pipeline: p\nsource: {url: mysql://u:p@h:1}\n"), env(nil))
+	if err != nil || len(one.Sources) != 1 || one.Sources[0].Name != "p" {
+		t.Fatalf("one source: %+v, %v", one.Sources, err)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	c, err := Parse("x.yaml", []byte("pipeline: p\nsource: {url: mysql://u:p@h:1}\n"), env(nil))
 	if err != nil {
@@ -87,6 +115,12 @@ func TestErrors(t *testing.T) {
 		{"dup sink", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nsinks:\n  - type: stdout\n  - type: stdout\n", `sinks[1].name: "stdout" is used by two sinks`},
 		{"bad size", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nbuffer: {max_bytes: lots}\n", `"lots" is not a size`},
 		{"syntax", "pipeline: p\n  source: [\n", "x.yaml: "},
+		{"source and sources", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nsources:\n  - {name: a, url: mysql://u:p@h:2}\n", "x.yaml:2: source: use either source: (one server) or sources: (several)"},
+		{"unnamed source", "pipeline: p\nsources:\n  - name: a\n    url: mysql://u:p@h:1\n  - url: mysql://u:p@h:2\n", "x.yaml:5: sources[1].name: is required with several sources"},
+		{"dup source", "pipeline: p\nsources:\n  - {name: a, url: mysql://u:p@h:1}\n  - {name: a, url: mysql://u:p@h:2}\n", `x.yaml:4: sources[1].name: "a" is used by two sources`},
+		{"source typo", "pipeline: p\nsources:\n  - name: a\n    url: mysql://u:p@h:1\n    tabels: [x.y]\n", `x.yaml:5: sources[0].tabels: unknown key "tabels" (did you mean "tables"?)`},
+		{"source no url", "pipeline: p\nsources:\n  - name: a\n", "x.yaml:3: sources[0].url: is required"},
+		{"on_stall", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nalign:\n  max_skew: 2s\n  on_stall: wait\n", `x.yaml:5: align.on_stall: "wait": want proceed or fail`},
 		{"empty", "", "the file is empty"},
 	}
 	for _, c := range cases {
@@ -121,6 +155,9 @@ func TestEveryKeyDocumented(t *testing.T) {
 			key := join(path, tag)
 			if !strings.Contains(string(doc), "`"+key+"`") {
 				t.Errorf("docs/CONFIG.md does not document `%s`", key)
+			}
+			if key == "sources" {
+				continue // the same keys as source, documented once
 			}
 			walk(ty.Field(i).Type, key)
 		}

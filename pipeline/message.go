@@ -42,6 +42,10 @@ type Message struct {
 	// difference between the source's clock and sluice's (see
 	// docs/SOURCES.md); zero for snapshot rows.
 	EventTime time.Time
+
+	// held marks the sinks that already hold the message (bit i: sink i),
+	// after a recovery with several sources.
+	held uint64
 	// Change is the decoded change, for sinks that keep rows (Redis
 	// materialize). It is valid until the Write call for the batch returns.
 	Change *binlog.Change

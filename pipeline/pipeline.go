@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,13 +19,22 @@ import (
 	"github.com/sluice-cdc/sluice/snapshot"
 )
 
-// Config is one pipeline: a source, its sinks and a checkpoint store.
+// Config is one pipeline: its sources, its sinks and a checkpoint store.
 type Config struct {
 	// Name identifies the pipeline in checkpoints and sinks.
-	Name   string
-	Source SourceConfig
-	Sinks  []Sink
-	Store  checkpoint.Store
+	Name string
+	// Source is the pipeline's source when it has one; Sources lists them
+	// when it has several (Source is then ignored). Each source's
+	// transactions keep their order; transactions of different sources
+	// interleave whole.
+	Source  SourceConfig
+	Sources []SourceConfig
+	// Align keeps sources together in event time (off unless MaxSkew is
+	// set); its clock sampling also gives every source's clock offset and
+	// the pipeline's low watermark.
+	Align AlignConfig
+	Sinks []Sink
+	Store checkpoint.Store
 	// BatchBytes cuts a batch when its encoded messages reach this size
 	// (default 1 MiB). A batch is also cut whenever the source has nothing
 	// more ready, so that latency stays low under light load.
@@ -76,9 +86,13 @@ func (c *Config) defaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.Source.Name == "" {
-		c.Source.Name = c.Name
+	if len(c.Sources) == 0 {
+		c.Sources = []SourceConfig{c.Source}
 	}
+	if len(c.Sources) == 1 && c.Sources[0].Name == "" {
+		c.Sources[0].Name = c.Name
+	}
+	c.Align.defaults()
 }
 
 // Validate reports what is missing from c.
@@ -91,6 +105,22 @@ func (c *Config) Validate() error {
 	case c.Store == nil:
 		return errors.New("pipeline: a checkpoint store is required")
 	}
+	if len(c.Sinks) > maxSinks {
+		return fmt.Errorf("pipeline: %d sinks; at most %d are supported", len(c.Sinks), maxSinks)
+	}
+	srcs := map[string]bool{}
+	for i, s := range c.Sources {
+		if s.Name == "" {
+			return fmt.Errorf("pipeline: sources[%d] has no name; with several sources each needs a name (it goes into messages and checkpoints)", i)
+		}
+		if srcs[s.Name] {
+			return fmt.Errorf("pipeline: two sources are named %q; give each a different name", s.Name)
+		}
+		srcs[s.Name] = true
+	}
+	if err := c.Align.validate(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, s := range c.Sinks {
 		if seen[s.Name()] {
@@ -101,15 +131,24 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Pipeline moves changes from its source to its sinks.
+// maxSinks bounds the sinks of a pipeline (a message marks the sinks that
+// already hold it in a 64-bit mask after a recovery).
+const maxSinks = 64
+
+// Pipeline moves changes from its sources to its sinks.
 type Pipeline struct {
-	cfg Config
-	src *source
-	log *slog.Logger
+	cfg  Config
+	srcs []*source
+	log  *slog.Logger
 
 	stats  counters
 	mu     sync.Mutex // guards status
 	status Status
+	// merger is the current run's (for metrics); nil between runs.
+	merger atomic.Pointer[merger]
+	// watermark is the low watermark (Unix ns); skew the spread of the
+	// live sources' progress (ns).
+	watermark, skew atomic.Int64
 }
 
 // New checks cfg and returns a pipeline ready to Run.
@@ -122,35 +161,83 @@ func New(cfg Config) (*Pipeline, error) {
 	for _, s := range cfg.Sinks {
 		p.status.Sinks = append(p.status.Sinks, s.Name())
 	}
-	p.src = &source{cfg: cfg.Source, pipeline: cfg.Name, log: cfg.Logger}
+	for _, sc := range cfg.Sources {
+		log := cfg.Logger
+		if len(cfg.Sources) > 1 {
+			log = log.With("source", sc.Name)
+		}
+		p.srcs = append(p.srcs, &source{cfg: sc, pipeline: cfg.Name, log: log})
+	}
+	p.status.Sources = make([]SourceStatus, len(p.srcs))
+	for i, s := range p.srcs {
+		p.status.Sources[i].Name = s.cfg.Name
+	}
 	return p, nil
 }
 
-// plan is where a run resumes: the source position, the next sequence
+// plan is where a run resumes: each source's position, the next sequence
 // number, and per sink what it already holds.
 type plan struct {
-	pos      position.Position
-	saved    bool // pos is a saved position (not the configured start)
-	nextSeq  uint64
-	skip     []uint64 // per sink: messages up to this seq are already there
-	offsets  []string // per sink: offset at the end of what it holds
-	resume   *snapshot.State
-	snapshot bool // the checkpoint is inside a snapshot: no seq skipping
+	srcs    []srcPlan
+	nextSeq uint64
+	skip    []uint64 // per sink: messages up to this seq are already there
+	offsets []string // per sink: offset at the end of what it holds
+	// holds says, per sink and source, which replayed transactions a sink
+	// already holds (several sources only; nil when none).
+	holds    [][]hold
+	snapshot bool // a checkpoint inside a snapshot: no seq skipping
+	// pin is a source whose partly written transaction (beginning at
+	// pinBegin) must be written again before any other source's (-1:
+	// none): what a sink holds of it is counted from its first message.
+	pin      int
+	pinBegin position.Position
+}
+
+// srcPlan is where one source resumes.
+type srcPlan struct {
+	pos    position.Position
+	saved  bool // pos is a saved position (not the configured start)
+	resume *snapshot.State
+}
+
+// hold is what one sink already holds of one source's replayed
+// transactions: every transaction that begins before until, and the first
+// openCount messages of the transaction that begins at openBegin.
+type hold struct {
+	until     position.Position
+	openBegin position.Position
+	openCount int
 }
 
 // recoverPlan loads the checkpoint and asks every sink what it holds
-// beyond it; the run resumes after the last transaction that every sink
-// holds, and each sink skips what it already has.
+// beyond it. With one source the run resumes after the last transaction
+// that every sink holds, renumbering nothing: each sink skips what it
+// already has by sequence number. With several, each source resumes after
+// the last of its transactions that every sink holds, and each sink skips
+// the transactions (and the part of a large one) it already has; messages
+// sent again are numbered after everything the sinks hold.
 func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, epoch uint64) (plan, error) {
-	name := p.cfg.Source.Name
-	pl := plan{pos: cp.Sources[name], nextSeq: cp.LastSeq + 1}
-	pl.saved = !pl.pos.IsZero()
-	resume, err := ResumeState(cp.Snapshot)
-	if err != nil {
-		return pl, err
+	if len(cp.Snapshot) > 0 && len(p.srcs) == 1 {
+		// A checkpoint of an older sluice: its one source's snapshot.
+		if cp.Snapshots == nil {
+			cp.Snapshots = map[string]json.RawMessage{}
+		}
+		cp.Snapshots[p.srcs[0].cfg.Name] = cp.Snapshot
+		cp.Snapshot = nil
 	}
-	pl.resume = resume
-	pl.snapshot = resume != nil || len(cp.Snapshot) > 0
+	pl := plan{nextSeq: cp.LastSeq + 1, srcs: make([]srcPlan, len(p.srcs)), pin: -1}
+	for i, s := range p.srcs {
+		sp := &pl.srcs[i]
+		sp.pos = cp.Sources[s.cfg.Name]
+		sp.saved = !sp.pos.IsZero()
+		raw := cp.Snapshots[s.cfg.Name]
+		resume, err := ResumeState(raw)
+		if err != nil {
+			return pl, fmt.Errorf("source %s: %w", s.cfg.Name, err)
+		}
+		sp.resume = resume
+		pl.snapshot = pl.snapshot || resume != nil || len(raw) > 0
+	}
 	recs := make([]Recovery, len(p.cfg.Sinks))
 	maxSeq := cp.LastSeq
 	for i, s := range p.cfg.Sinks {
@@ -167,7 +254,13 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 	for i := range recs {
 		pl.offsets[i] = recs[i].Offset
 	}
-	if pl.snapshot || (!pl.saved && cp.Version > 0) {
+	if len(p.srcs) > 1 {
+		pl.nextSeq = maxSeq + 1
+		return pl, p.planSources(cp, recs, &pl)
+	}
+	name := p.srcs[0].cfg.Name
+	sp := &pl.srcs[0]
+	if pl.snapshot || (!sp.saved && cp.Version > 0) {
 		// Inside a snapshot the re-read rows are new messages: number them
 		// after everything the sinks hold (snapshot rows after the last
 		// checkpoint may repeat; see docs/DELIVERY.md).
@@ -188,16 +281,86 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 			return pl, fmt.Errorf("sink %s holds messages of pipeline %q (up to seq %d) but there is no checkpoint and no transaction end among them: restore the checkpoint, or empty the sink to start over", p.cfg.Sinks[i].Name(), p.cfg.Name, rec.MaxSeq)
 		}
 		if first || next < pl.nextSeq {
-			pl.pos, pl.nextSeq = pos, next
+			sp.pos, pl.nextSeq = pos, next
 			first = false
 		}
 		pl.skip[i] = rec.MaxSeq
 	}
-	pl.saved = !pl.pos.IsZero()
-	if cp.Version == 0 && pl.saved {
-		p.log.Warn("no checkpoint, but the sinks hold this pipeline's messages: resuming after the last transaction they all hold", "position", pl.pos.String(), "next_seq", pl.nextSeq)
+	sp.saved = !sp.pos.IsZero()
+	if cp.Version == 0 && sp.saved {
+		p.log.Warn("no checkpoint, but the sinks hold this pipeline's messages: resuming after the last transaction they all hold", "position", sp.pos.String(), "next_seq", pl.nextSeq)
 	}
 	return pl, nil
+}
+
+// planSources resumes each of several sources from the earliest of its
+// transaction ends that the sinks hold, and records what each sink holds
+// beyond that.
+func (p *Pipeline) planSources(cp *checkpoint.Checkpoint, recs []Recovery, pl *plan) error {
+	pl.holds = make([][]hold, len(recs))
+	for i := range recs {
+		pl.holds[i] = make([]hold, len(p.srcs))
+	}
+	holding := false
+	for si, s := range p.srcs {
+		name := s.cfg.Name
+		ends := make([]position.Position, len(recs))
+		resume := position.Position{}
+		for i, rec := range recs {
+			// Sequence numbers of several sources are renumbered after a
+			// crash, so positions (not numbers) tell what is newer.
+			ends[i] = cp.Sources[name]
+			if e, ok := rec.Ends[name]; ok && (ends[i].IsZero() || e.Pos.Compare(ends[i]) > 0) {
+				ends[i] = e.Pos
+			}
+			// A zero position is before everything: that sink needs the
+			// source from its configured start.
+			if i == 0 || ends[i].IsZero() || (!resume.IsZero() && ends[i].Compare(resume) < 0) {
+				resume = ends[i]
+			}
+		}
+		sp := &pl.srcs[si]
+		if !resume.IsZero() {
+			sp.pos, sp.saved = resume, true
+		}
+		for i := range recs {
+			if !ends[i].IsZero() && (resume.IsZero() || ends[i].Compare(resume) > 0) {
+				pl.holds[i][si].until = ends[i]
+				holding = true
+			}
+		}
+	}
+	if o := cp.Open; o != nil {
+		si := -1
+		for i, s := range p.srcs {
+			if s.cfg.Name == o.Source {
+				si = i
+			}
+		}
+		if si < 0 {
+			return fmt.Errorf("checkpoint: a transaction of source %q may be partly written, but the config has no such source: put the source back until the pipeline has run once, or empty the sinks to start over", o.Source)
+		}
+		for i, rec := range recs {
+			if rec.MaxSeq < o.FirstSeq {
+				continue
+			}
+			if e, ok := rec.Ends[o.Source]; ok && e.Seq >= o.FirstSeq {
+				continue // the sink holds the whole transaction
+			}
+			h := &pl.holds[i][si]
+			h.openBegin, h.openCount = o.Begin, int(rec.MaxSeq-o.FirstSeq+1)
+			pl.pin, pl.pinBegin = si, o.Begin
+			holding = true
+			p.log.Info("a sink holds part of a large transaction; the rest follows", "sink", p.cfg.Sinks[i].Name(), "source", o.Source, "messages_held", h.openCount)
+		}
+	}
+	if !holding {
+		pl.holds = nil
+	}
+	if cp.Version == 0 && pl.nextSeq > 1 {
+		p.log.Warn("no checkpoint, but the sinks hold this pipeline's messages: each source resumes after the last of its transactions they all hold", "next_seq", pl.nextSeq)
+	}
+	return nil
 }
 
 // recoverSink asks a sink what it holds, retrying with backoff while it is
@@ -231,7 +394,7 @@ func (p *Pipeline) recoverSink(ctx context.Context, s Sink, epoch uint64, offset
 }
 
 // Run loads the checkpoint, recovers the sinks, and moves changes until
-// ctx ends (nil), the source ends (nil: stop position, snapshot mode
+// ctx ends (nil), every source ends (nil: stop position, snapshot mode
 // "only"), or an error that retrying cannot fix.
 func (p *Pipeline) Run(ctx context.Context) error {
 	cfg := &p.cfg
@@ -256,25 +419,37 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	// Claim the epoch in the checkpoint: a compare-and-set, so a second
 	// writer that loaded the same version fails here or at its next save.
 	cp.Pipeline, cp.Epoch = cfg.Name, epoch
+	// The sinks' offsets stay where the checkpoint had them: a sink may
+	// hold more than the checkpoint's positions cover, and the next
+	// recovery must find that again.
 	if cp.Sinks == nil {
 		cp.Sinks = map[string]string{}
-	}
-	for i, s := range cfg.Sinks {
-		cp.Sinks[s.Name()] = pl.offsets[i]
 	}
 	if cp.Version, err = store.Save(ctx, cp, cp.Version); err != nil {
 		return p.saveError(err)
 	}
-	p.log.Info("pipeline starting", "pipeline", cfg.Name, "epoch", epoch, "position", pl.pos.String(), "next_seq", pl.nextSeq, "checkpoint_version", cp.Version)
+	attrs := []any{"pipeline", cfg.Name, "epoch", epoch, "next_seq", pl.nextSeq, "checkpoint_version", cp.Version}
+	for i, s := range p.srcs {
+		attrs = append(attrs, "position."+s.cfg.Name, pl.srcs[i].pos.String())
+	}
+	p.log.Info("pipeline starting", attrs...)
 	p.setStatus(func(s *Status) {
-		s.Epoch, s.Position, s.LastSeq, s.Started, s.Running = epoch, pl.pos, pl.nextSeq-1, cfg.Now(), true
+		s.Epoch, s.LastSeq, s.Started, s.Running = epoch, pl.nextSeq-1, cfg.Now(), true
+		for i := range s.Sources {
+			s.Sources[i].Position = pl.srcs[i].pos
+		}
+		s.Position = pl.srcs[0].pos
 	})
 	defer p.setStatus(func(s *Status) { s.Running = false })
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	w := newWriter(p, &cp, epoch, pl)
-	b := newBuilder(p, w, epoch, pl.nextSeq)
+	m := newMerger(p)
+	m.b = newBuilder(p, w, epoch, pl.nextSeq, pl.holds)
+	m.pin, m.pinBegin = pl.pin, pl.pinBegin
+	p.merger.Store(m)
+	defer p.merger.Store(nil)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -283,13 +458,29 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			cancel(err)
 		}
 	}()
-	srcErr := p.src.run(ctx, pl.pos, pl.saved || cfg.Source.StartGiven, pl.resume, b)
+	sctx, scancel := context.WithCancel(ctx)
+	var swg sync.WaitGroup
+	for i, s := range p.srcs {
+		in, sp := m.ins[i], pl.srcs[i]
+		swg.Add(2)
+		go func() {
+			defer swg.Done()
+			in.sampleClock(sctx, cfg.Align.SampleEvery)
+		}()
+		go func() {
+			defer swg.Done()
+			m.sourceDone(i, s.run(sctx, sp.pos, sp.saved || s.cfg.StartGiven, sp.resume, in))
+		}()
+	}
+	srcErr := m.run(sctx)
 	if srcErr == nil || errors.Is(srcErr, context.Canceled) {
 		// Deliver what was read, then stop the writer.
-		if err := b.flush(ctx); err != nil && srcErr == nil {
+		if err := m.b.flush(ctx); err != nil && srcErr == nil {
 			srcErr = err
 		}
 	}
+	scancel()
+	swg.Wait()
 	w.close()
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
@@ -305,9 +496,35 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 // AddTable starts an incremental snapshot of db.table while the pipeline
-// streams (the admin API's POST /snapshot).
-func (p *Pipeline) AddTable(ctx context.Context, db, table, where string) error {
-	return p.src.addTable(ctx, db, table, where)
+// streams (the admin API's POST /snapshot). With several sources, source
+// names the one to read it from.
+func (p *Pipeline) AddTable(ctx context.Context, source, db, table, where string) error {
+	if source == "" {
+		if len(p.srcs) > 1 {
+			names := make([]string, len(p.srcs))
+			for i, s := range p.srcs {
+				names[i] = s.cfg.Name
+			}
+			return fmt.Errorf("the pipeline has several sources (%s): name the one to snapshot %s.%s from", strings.Join(names, ", "), db, table)
+		}
+		return p.srcs[0].addTable(ctx, db, table, where)
+	}
+	for _, s := range p.srcs {
+		if s.cfg.Name == source {
+			return s.addTable(ctx, db, table, where)
+		}
+	}
+	return fmt.Errorf("the pipeline has no source named %q", source)
+}
+
+// Watermark returns the pipeline's low watermark: the minimum over live
+// sources of the event time each has read everything up to (zero before
+// any source streams). Event-time operators evict state behind it.
+func (p *Pipeline) Watermark() time.Time {
+	if w := p.watermark.Load(); w > 0 {
+		return time.Unix(0, w)
+	}
+	return time.Time{}
 }
 
 func (p *Pipeline) saveError(err error) error {
@@ -338,7 +555,35 @@ type Status struct {
 	SinkErrors map[string]uint64
 	SinkDown   map[string]string
 	// Sinks names the sinks.
-	Sinks    []string
+	Sinks []string
+	// Snapshot is the progress of every source's snapshot.
+	Snapshot []snapshot.TableProgress
+	// Sources is each source's own state; Position is the first source's.
+	Sources []SourceStatus
+	// Watermark is the low watermark; Skew the spread of the live sources'
+	// event times.
+	Watermark time.Time
+	Skew      time.Duration
+}
+
+// SourceStatus is one source's state.
+type SourceStatus struct {
+	Name string
+	// Position is after the source's last delivered transaction.
+	Position position.Position
+	// EventTime is the (corrected) time up to which the source has been
+	// read; Lag how far it is behind the clock.
+	EventTime time.Time
+	Lag       time.Duration
+	// ClockOffset is the source's clock minus sluice's, and ClockRTT the
+	// round trip of the sample it came from.
+	ClockOffset, ClockRTT time.Duration
+	// Streaming is set once the source reads its binlog; Stalled when it
+	// sent nothing for align.max_wait.
+	Streaming, Stalled bool
+	// Queued is the bytes read and waiting for the merger (a source held
+	// back by alignment fills it).
+	Queued   int
 	Snapshot []snapshot.TableProgress
 }
 
@@ -347,10 +592,15 @@ type Counters struct {
 	Messages, Txns, Batches, Bytes, Checkpoints uint64
 	// BufferedBytes is the memory of batches read and not yet durable.
 	BufferedBytes int64
+	// Held counts transactions alignment held back, and HoldTime the time
+	// they spent held.
+	Held     uint64
+	HoldTime time.Duration
 }
 
 type counters struct {
 	messages, txns, batches, bytes, checkpoints atomic.Uint64
+	held, holdNanos                             atomic.Uint64
 	buffered                                    atomic.Int64
 }
 
@@ -359,17 +609,39 @@ func (p *Pipeline) Counters() Counters {
 	return Counters{
 		Messages: p.stats.messages.Load(), Txns: p.stats.txns.Load(), Batches: p.stats.batches.Load(),
 		Bytes: p.stats.bytes.Load(), Checkpoints: p.stats.checkpoints.Load(), BufferedBytes: p.stats.buffered.Load(),
+		Held: p.stats.held.Load(), HoldTime: time.Duration(p.stats.holdNanos.Load()),
 	}
 }
 
 // Status returns a copy of the current status.
 func (p *Pipeline) Status() Status {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	s := p.status
 	s.SinkErrors = cloneMap(s.SinkErrors)
 	s.SinkDown = cloneMap(s.SinkDown)
-	s.Snapshot = append([]snapshot.TableProgress(nil), s.Snapshot...)
+	s.Sources = append([]SourceStatus(nil), s.Sources...)
+	s.Snapshot = nil
+	for i := range s.Sources {
+		s.Snapshot = append(s.Snapshot, s.Sources[i].Snapshot...)
+		s.Sources[i].Snapshot = append([]snapshot.TableProgress(nil), s.Sources[i].Snapshot...)
+	}
+	p.mu.Unlock()
+	s.Watermark, s.Skew = p.Watermark(), time.Duration(p.skew.Load())
+	now := p.cfg.Now()
+	if m := p.merger.Load(); m != nil {
+		for i, in := range m.ins {
+			ss := &s.Sources[i]
+			in.mu.Lock()
+			pr := in.progress()
+			ss.Streaming, ss.Stalled, ss.Queued = in.streaming, in.stalled, in.bytes
+			in.mu.Unlock()
+			if pr > 0 {
+				ss.EventTime = time.Unix(0, pr)
+				ss.Lag = now.Sub(ss.EventTime)
+			}
+			ss.ClockOffset, ss.ClockRTT = time.Duration(in.clock.offset.Load()), time.Duration(in.clock.rtt.Load())
+		}
+	}
 	return s
 }
 
@@ -401,10 +673,16 @@ func (p *Pipeline) setStatus(fn func(*Status)) {
 	p.mu.Unlock()
 }
 
-// SnapshotProgress records a snapshot's progress in the status (pass it
-// as SnapshotConfig.Progress, possibly wrapped).
-func (p *Pipeline) SnapshotProgress(ps []snapshot.TableProgress) {
-	p.setStatus(func(s *Status) { s.Snapshot = append(s.Snapshot[:0], ps...) })
+// SnapshotProgress records the progress of a source's snapshot in the
+// status (call it from SnapshotConfig.Progress).
+func (p *Pipeline) SnapshotProgress(source string, ps []snapshot.TableProgress) {
+	p.setStatus(func(s *Status) {
+		for i := range s.Sources {
+			if s.Sources[i].Name == source {
+				s.Sources[i].Snapshot = append(s.Sources[i].Snapshot[:0], ps...)
+			}
+		}
+	})
 }
 
 // batch is a Batch with what the pipeline needs to finish it.
@@ -415,44 +693,71 @@ type batch struct {
 	txns    []*binlog.Txn
 	size    int // bytes counted against the buffer budget
 	encoded int // bytes of the encoded messages
-	// end is the source position after the batch's last whole transaction
-	// and endSeq the last sequence number at that point; set when the
-	// batch holds a transaction end (or moves the snapshot on).
-	end    position.Position
+	// ends are the source positions after the batch's whole transactions
+	// (in order; a later one of a source replaces an earlier), endSeq the
+	// last sequence number at the last of them; set when the batch holds a
+	// transaction end (or moves a snapshot on).
+	ends   []srcEnd
 	endSeq uint64
 	hasEnd bool
-	// snap is the snapshot state once the batch is durable (snapSet).
-	snap       *snapshot.State
-	snapSet    bool
+	// snaps are snapshot states, each saved once the batch is durable.
+	snaps []srcSnap
+	// open is the transaction the batch ends in the middle of, if any.
+	open *checkpoint.Open
+	// held is set when some message is already held by some sink (after a
+	// recovery with several sources).
+	held       bool
 	commit     time.Time
 	read       []time.Time
 	inSnapshot bool
 }
 
+type srcEnd struct {
+	src int
+	pos position.Position
+}
+
+type srcSnap struct {
+	src int
+	st  *snapshot.State
+}
+
 type span struct{ v0, v1, k0, k1 int32 }
 
 // builder turns source chunks into numbered, encoded messages and cuts
-// them into batches. It runs on the source's goroutine.
+// them into batches. It runs on the merger's goroutine.
 type builder struct {
 	p       *Pipeline
 	w       *writer
-	enc     *codec.Encoder
 	epoch   uint64
 	nextSeq uint64
 	cur     *batch
-	source  string
+	srcs    []builderSource
+	// holds: see plan.holds; nil when no sink holds anything replayed.
+	holds [][]hold
+	// open is the transaction being encoded while it is not finished.
+	open *checkpoint.Open
+}
+
+// builderSource is one source's encoder and its constant metadata.
+type builderSource struct {
+	name string
+	enc  *codec.Encoder
 	// metaTail is `,"epoch":E,"source":"S"`, written once.
 	metaTail []byte
 }
 
-func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64) *builder {
-	b := &builder{p: p, w: w, epoch: epoch, nextSeq: nextSeq, source: p.cfg.Source.Name,
-		enc: codec.NewEncoder(codec.Source{Name: p.cfg.Source.Name})}
-	b.metaTail = append(b.metaTail, `,"epoch":`...)
-	b.metaTail = strconv.AppendUint(b.metaTail, epoch, 10)
-	b.metaTail = append(b.metaTail, `,"source":`...)
-	name, _ := json.Marshal(b.source) // JSON's quoting, not Go's
-	b.metaTail = append(b.metaTail, name...)
+func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64, holds [][]hold) *builder {
+	b := &builder{p: p, w: w, epoch: epoch, nextSeq: nextSeq, holds: holds}
+	for _, s := range p.srcs {
+		bs := builderSource{name: s.cfg.Name, enc: codec.NewEncoder(codec.Source{Name: s.cfg.Name})}
+		bs.metaTail = append(bs.metaTail, `,"epoch":`...)
+		bs.metaTail = strconv.AppendUint(bs.metaTail, epoch, 10)
+		bs.metaTail = append(bs.metaTail, `,"source":`...)
+		name, _ := json.Marshal(bs.name) // JSON's quoting, not Go's
+		bs.metaTail = append(bs.metaTail, name...)
+		b.srcs = append(b.srcs, bs)
+	}
 	return b
 }
 
@@ -462,7 +767,7 @@ func (b *builder) batch() *batch {
 	}
 	select {
 	case bt := <-b.w.free: // a written batch's memory, reused
-		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0]}
+		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends[:0], snaps: bt.snaps[:0]}
 		b.cur = bt
 	default:
 		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2)}
@@ -470,11 +775,26 @@ func (b *builder) batch() *batch {
 	return b.cur
 }
 
-// txn encodes one chunk into the current batch.
-func (b *builder) txn(ctx context.Context, t *binlog.Txn) error {
+// txn encodes one chunk of source si into the current batch; et is its
+// corrected event time (Unix ns, 0 when none).
+func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64) error {
+	bs := &b.srcs[si]
 	bt := b.batch()
-	bt.read = append(bt.read, b.p.cfg.Now())
 	n := len(t.Changes)
+	if n > 0 {
+		bt.read = append(bt.read, b.p.cfg.Now())
+	}
+	if !t.Snapshot && t.Chunk == 0 && n > 0 {
+		b.open = &checkpoint.Open{Source: bs.name, Begin: t.Begin, FirstSeq: b.nextSeq}
+	}
+	var evt time.Time
+	if et != 0 {
+		evt = time.Unix(0, et)
+	}
+	var txnMask uint64
+	if b.holds != nil && !t.Snapshot {
+		txnMask = b.heldBy(si, t)
+	}
 	for i := range t.Changes {
 		if t.Snapshot {
 			bt.inSnapshot = true
@@ -487,18 +807,15 @@ func (b *builder) txn(ctx context.Context, t *binlog.Txn) error {
 		if t.SnapshotLast && i == n-1 {
 			snap = codec.SnapshotLast
 		}
-		bt.buf = b.enc.AppendSnapshotChange(bt.buf, t, ch, snap)
+		bt.buf = bs.enc.AppendSnapshotChange(bt.buf, t, ch, snap)
 		// Replace the final "}\n" with the sluice block.
 		bt.buf = bt.buf[:len(bt.buf)-2]
 		last := t.Last && !t.Snapshot && i == n-1
-		bt.buf = b.appendMeta(bt.buf, seq, last, &t.End)
+		bt.buf = appendMeta(bt.buf, seq, bs.metaTail, last, &t.End)
 		v1 := len(bt.buf)
 		bt.buf = codec.AppendChangeKey(bt.buf, ch)
 		k1 := len(bt.buf)
-		m := Message{Seq: seq, Source: b.source, Op: ch.Op, Change: ch, Snapshot: t.Snapshot}
-		if !t.Snapshot {
-			m.EventTime = t.CommitTime
-		}
+		m := Message{Seq: seq, Source: bs.name, Op: ch.Op, Change: ch, Snapshot: t.Snapshot, EventTime: evt}
 		if ch.Table != nil {
 			m.DB, m.Table = ch.Table.Schema, ch.Table.Name
 		} else {
@@ -507,6 +824,10 @@ func (b *builder) txn(ctx context.Context, t *binlog.Txn) error {
 		if last {
 			end := t.End
 			m.End = &end
+		}
+		if b.holds != nil && !t.Snapshot {
+			m.held = txnMask | b.heldOpen(si, t)
+			bt.held = bt.held || m.held != 0
 		}
 		bt.Messages = append(bt.Messages, m)
 		bt.spans = append(bt.spans, span{int32(v0), int32(v1), int32(v1), int32(k1)})
@@ -520,32 +841,61 @@ func (b *builder) txn(ctx context.Context, t *binlog.Txn) error {
 		}
 	}
 	bt.txns = append(bt.txns, t)
-	if t.Last && !t.Snapshot && !t.End.IsZero() {
-		bt.end, bt.endSeq, bt.hasEnd = t.End, b.nextSeq-1, true
-		if !t.CommitTime.IsZero() {
-			bt.commit = t.CommitTime
-		}
-		if n > 0 || t.Chunk > 0 {
-			b.p.stats.txns.Add(1)
+	if t.Last && !t.Snapshot {
+		b.open = nil
+		if !t.End.IsZero() {
+			bt.ends = append(bt.ends, srcEnd{si, t.End})
+			bt.endSeq, bt.hasEnd = b.nextSeq-1, true
+			if !t.CommitTime.IsZero() {
+				bt.commit = t.CommitTime
+			}
+			if n > 0 || t.Chunk > 0 {
+				b.p.stats.txns.Add(1)
+			}
 		}
 	}
-	if len(bt.buf) >= b.p.cfg.BatchBytes || b.idle() {
+	if len(bt.buf) >= b.p.cfg.BatchBytes {
 		return b.flush(ctx)
 	}
 	return nil
 }
 
-// idle reports whether the binlog has nothing more ready right now (a
-// consistent snapshot, read before the binlog, cuts batches by size).
-func (b *builder) idle() bool {
-	r := b.p.src.reader
-	return r != nil && r.Pending() == 0
+// heldBy returns the sinks that hold the whole transaction t of source si
+// (it begins before what they hold of the source ends).
+func (b *builder) heldBy(si int, t *binlog.Txn) uint64 {
+	var mask uint64
+	for i := range b.holds {
+		h := &b.holds[i][si]
+		if h.until.IsZero() {
+			continue
+		}
+		if t.Begin.Compare(h.until) < 0 {
+			mask |= 1 << i
+		} else {
+			h.until = position.Position{}
+		}
+	}
+	return mask
 }
 
-func (b *builder) appendMeta(dst []byte, seq uint64, last bool, end *position.Position) []byte {
+// heldOpen returns the sinks that hold the next message of t as part of a
+// large transaction they hold the beginning of.
+func (b *builder) heldOpen(si int, t *binlog.Txn) uint64 {
+	var mask uint64
+	for i := range b.holds {
+		h := &b.holds[i][si]
+		if h.openCount > 0 && t.Begin.Compare(h.openBegin) == 0 {
+			mask |= 1 << i
+			h.openCount--
+		}
+	}
+	return mask
+}
+
+func appendMeta(dst []byte, seq uint64, tail []byte, last bool, end *position.Position) []byte {
 	dst = append(dst, `,"sluice":{"seq":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
-	dst = append(dst, b.metaTail...) // epoch and source: the same for the whole run
+	dst = append(dst, tail...) // epoch and source: the same for the whole run
 	if last {
 		dst = append(dst, `,"end":`...)
 		dst = AppendEnd(dst, end)
@@ -553,22 +903,24 @@ func (b *builder) appendMeta(dst []byte, seq uint64, last bool, end *position.Po
 	return append(dst, '}', '}')
 }
 
-func (b *builder) snapshotState(st *snapshot.State) {
+func (b *builder) snapshotState(si int, st *snapshot.State) {
 	bt := b.batch()
-	bt.snap, bt.snapSet = st, true
+	bt.snaps = append(bt.snaps, srcSnap{si, st})
 	if st != nil && !st.Position.IsZero() {
 		// A consistent snapshot's chunks: the stream will start from the
 		// snapshot's position.
-		bt.end, bt.endSeq, bt.hasEnd = st.Position, b.nextSeq-1, true
+		bt.ends = append(bt.ends, srcEnd{si, st.Position})
+		bt.endSeq, bt.hasEnd = b.nextSeq-1, true
 	}
 }
 
-// snapshotFinished ends a consistent snapshot: the stream starts from pos,
-// and the snapshot's last rows go out now.
-func (b *builder) snapshotFinished(ctx context.Context, pos position.Position) error {
+// snapshotFinished ends a consistent snapshot of source si: the stream
+// starts from pos, and the snapshot's last rows go out now.
+func (b *builder) snapshotFinished(ctx context.Context, si int, pos position.Position) error {
 	bt := b.batch()
-	bt.snap, bt.snapSet = nil, true
-	bt.end, bt.endSeq, bt.hasEnd = pos, b.nextSeq-1, true
+	bt.snaps = append(bt.snaps, srcSnap{si, nil})
+	bt.ends = append(bt.ends, srcEnd{si, pos})
+	bt.endSeq, bt.hasEnd = b.nextSeq-1, true
 	return b.flush(ctx)
 }
 
@@ -587,6 +939,10 @@ func (b *builder) flush(ctx context.Context) error {
 	bt.size, bt.encoded = cap(bt.buf), len(bt.buf)
 	for _, t := range bt.txns {
 		bt.size += max(t.Footprint(), t.Bytes)
+	}
+	if b.open != nil {
+		o := *b.open
+		bt.open = &o
 	}
 	return b.w.push(ctx, bt)
 }
@@ -611,10 +967,42 @@ type writer struct {
 
 	lastSave time.Time
 	dirty    bool
+	// pending is, per sink, what it held at the start beyond the
+	// checkpoint's positions (several sources); nil once covered.
+	pending [][]hold
+}
+
+// ahead reports whether sink i holds messages beyond the checkpoint's
+// positions as of the batch just written (ending at endSeq): its offset
+// must then stay behind, where the next recovery scan finds them.
+func (w *writer) ahead(i int, endSeq uint64) bool {
+	if len(w.p.srcs) == 1 {
+		return w.skip[i] > endSeq
+	}
+	if w.pending == nil || w.pending[i] == nil {
+		return false
+	}
+	for si, h := range w.pending[i] {
+		at := w.cp.Sources[w.p.srcs[si].cfg.Name]
+		if !h.until.IsZero() && (at.IsZero() || at.Compare(h.until) < 0) {
+			return true
+		}
+		if !h.openBegin.IsZero() && (at.IsZero() || at.Compare(h.openBegin) <= 0) {
+			return true
+		}
+	}
+	w.pending[i] = nil
+	return false
 }
 
 func newWriter(p *Pipeline, cp *checkpoint.Checkpoint, epoch uint64, pl plan) *writer {
 	w := &writer{p: p, cp: cp, epoch: epoch, skip: pl.skip, offs: pl.offsets, in: make(chan *batch, 64), free: make(chan *batch, 4)}
+	if pl.holds != nil {
+		w.pending = make([][]hold, len(pl.holds))
+		for i := range pl.holds {
+			w.pending[i] = append([]hold(nil), pl.holds[i]...)
+		}
+	}
 	w.cond = sync.NewCond(&w.mu)
 	if w.skip == nil {
 		w.skip = make([]uint64, len(p.cfg.Sinks))
@@ -720,15 +1108,16 @@ func (bt *batch) merge(nb *batch) {
 	bt.read = append(bt.read, nb.read...)
 	bt.size += nb.size
 	bt.encoded += nb.encoded
+	bt.ends = append(bt.ends, nb.ends...)
 	if nb.hasEnd {
-		bt.end, bt.endSeq, bt.hasEnd = nb.end, nb.endSeq, true
+		bt.endSeq, bt.hasEnd = nb.endSeq, true
 	}
-	if nb.snapSet {
-		bt.snap, bt.snapSet = nb.snap, true
-	}
+	bt.snaps = append(bt.snaps, nb.snaps...)
+	bt.open = nb.open
 	if !nb.commit.IsZero() {
 		bt.commit = nb.commit
 	}
+	bt.held = bt.held || nb.held
 	bt.inSnapshot = bt.inSnapshot || nb.inSnapshot
 }
 
@@ -748,6 +1137,16 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	// batch already received.
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	multi := len(w.p.srcs) > 1
+	if multi && bt.open != nil && !sameOpen(w.cp.Open, bt.open) {
+		// Sinks are about to hold part of a transaction: record which one
+		// first, so that a recovery knows what that part is.
+		w.cp.Open = bt.open
+		w.dirty = true
+		if err := w.save(ctx, true); err != nil {
+			return err
+		}
 	}
 	sinks := w.p.cfg.Sinks
 	errs := make([]error, len(sinks))
@@ -778,31 +1177,53 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		if w.cp.Sources == nil {
 			w.cp.Sources = map[string]position.Position{}
 		}
-		w.cp.Sources[w.p.cfg.Source.Name] = bt.end
+		for _, e := range bt.ends {
+			w.cp.Sources[w.p.srcs[e.src].cfg.Name] = e.pos
+		}
 		w.cp.LastSeq = bt.endSeq
 		w.dirty = true
 	}
-	if bt.snapSet {
-		w.cp.Snapshot = nil
-		if bt.snap != nil {
-			raw, err := json.Marshal(bt.snap)
+	for _, sn := range bt.snaps {
+		name := w.p.srcs[sn.src].cfg.Name
+		if sn.st == nil {
+			delete(w.cp.Snapshots, name)
+		} else {
+			raw, err := json.Marshal(sn.st)
 			if err != nil {
 				return err
 			}
-			w.cp.Snapshot = raw
+			if w.cp.Snapshots == nil {
+				w.cp.Snapshots = map[string]json.RawMessage{}
+			}
+			w.cp.Snapshots[name] = raw
 		}
 		w.dirty = true
 	}
-	for i, s := range sinks {
-		w.cp.Sinks[s.Name()] = w.offs[i]
+	if multi && !sameOpen(w.cp.Open, bt.open) {
+		w.cp.Open = bt.open
+		w.dirty = true
 	}
 	last := bt.LastSeq()
+	if bt.hasEnd && bt.endSeq >= last {
+		// The sinks' offsets are saved only where the batch ends with a
+		// whole transaction, and only for sinks that hold nothing beyond
+		// it: a recovery scans from there and must see everything after
+		// the checkpoint's positions.
+		for i, s := range sinks {
+			if !w.ahead(i, bt.endSeq) {
+				w.cp.Sinks[s.Name()] = w.offs[i]
+			}
+		}
+	}
 	w.p.setStatus(func(s *Status) {
 		if last > 0 {
 			s.LastSeq = last
 		}
-		if bt.hasEnd {
-			s.Position = bt.end
+		for _, e := range bt.ends {
+			s.Sources[e.src].Position = e.pos
+		}
+		if len(bt.ends) > 0 {
+			s.Position = s.Sources[0].Position
 		}
 		if !bt.commit.IsZero() {
 			s.CommitTime, s.Lag = bt.commit, now.Sub(bt.commit)
@@ -815,7 +1236,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	st.buffered.Add(-int64(bt.size))
 	// During a snapshot every batch is checkpointed: re-read rows cannot be
 	// told apart from new ones, so the window of repeats is kept short.
-	force := bt.inSnapshot || bt.snapSet
+	force := bt.inSnapshot || len(bt.snaps) > 0
 	select {
 	case w.free <- bt:
 	default:
@@ -823,11 +1244,28 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	return w.save(ctx, force)
 }
 
+func sameOpen(a, b *checkpoint.Open) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
 // writeSink writes bt's messages that sink i does not hold yet, retrying
 // with backoff; after a failure the sink recovers before the next try.
 func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 	s := w.p.cfg.Sinks[i]
 	msgs := bt.Messages
+	if bt.held {
+		// After a recovery with several sources: leave out what the sink
+		// already holds.
+		msgs = make([]Message, 0, len(bt.Messages))
+		for _, m := range bt.Messages {
+			if m.held&(1<<i) == 0 {
+				msgs = append(msgs, m)
+			}
+		}
+	}
 	delay := w.p.cfg.RetryMin
 	for attempt := 0; ; attempt++ {
 		j := 0

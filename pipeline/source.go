@@ -55,7 +55,6 @@ type source struct {
 	pipeline string
 	log      *slog.Logger
 	stream   *snapshot.Stream
-	reader   *binlog.Reader
 	// mu guards the admin requests waiting for the stream loop, and the
 	// cancel of the stream's current Next, which a request interrupts.
 	mu         sync.Mutex
@@ -73,8 +72,11 @@ type addRequest struct {
 // that becomes true once every chunk emitted before it is durable.
 type emitter interface {
 	txn(ctx context.Context, t *binlog.Txn) error
-	snapshotState(st *snapshot.State)
+	snapshotState(ctx context.Context, st *snapshot.State) error
 	snapshotFinished(ctx context.Context, pos position.Position) error
+	// streamStarted says that the binlog stream is open (alignment then
+	// counts the source).
+	streamStarted()
 }
 
 // run streams until ctx ends or the stop position is reached; done
@@ -85,6 +87,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		cfg.Start = start
 	}
 	cfg.Logger = s.log
+	cfg.DeliverHeartbeats = true // alignment follows idle sources by them
 	if cfg.ReplicaHost == "" {
 		cfg.ReplicaHost = "sluice-" + s.pipeline
 	}
@@ -124,8 +127,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 				Logger:    s.log,
 				Progress:  sc.Progress,
 				Save: func(st snapshot.State) error {
-					out.snapshotState(&st)
-					return nil
+					return out.snapshotState(ctx, &st)
 				},
 			}, func(t *binlog.Txn) error { return out.txn(ctx, t) })
 			if err != nil {
@@ -147,7 +149,10 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		return err
 	}
 	defer r.Close()
-	s.reader = r
+	if err := r.Ready(ctx); err != nil {
+		return err
+	}
+	out.streamStarted()
 	st := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: s.cfg.Snapshot.ChunkRows, Logger: s.log})
 	defer st.Close()
 	s.stream = st
@@ -216,7 +221,9 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 			if len(left) > 0 {
 				state = &snapshot.State{Ranges: left}
 			}
-			out.snapshotState(state)
+			if err := out.snapshotState(ctx, state); err != nil {
+				return err
+			}
 			lastSaved = len(left)
 			continue
 		}

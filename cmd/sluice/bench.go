@@ -73,6 +73,6 @@ so its peak memory is its own. Prints rows/s, ratios and peak memory.`,
 		},
 	}
 	cmd.AddCommand(lib, child)
-	cmd.AddCommand(benchSnapshotCmd(), benchPipelineCmd())
+	cmd.AddCommand(benchSnapshotCmd(), benchPipelineCmd(), benchSourcesCmd())
 	return cmd
 }

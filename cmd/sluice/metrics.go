@@ -60,11 +60,23 @@ var (
 	descSnapRows    = prometheus.NewDesc("sluice_snapshot_rows", "Rows read by the snapshot per table.", []string{"pipeline", "table"}, nil)
 	descSnapEst     = prometheus.NewDesc("sluice_snapshot_rows_estimated", "The server's estimate of each snapshotted table's rows.", []string{"pipeline", "table"}, nil)
 	descSnapDone    = prometheus.NewDesc("sluice_snapshot_table_done", "1 when the table's snapshot is complete.", []string{"pipeline", "table"}, nil)
+	descSrcEvent    = prometheus.NewDesc("sluice_source_event_time_seconds", "Clock-corrected event time up to which the source has been read (Unix seconds).", []string{"pipeline", "source"}, nil)
+	descSrcLag      = prometheus.NewDesc("sluice_source_event_lag_seconds", "How far the source's event time is behind sluice's clock.", []string{"pipeline", "source"}, nil)
+	descSrcOffset   = prometheus.NewDesc("sluice_source_clock_offset_seconds", "The source server's clock minus sluice's.", []string{"pipeline", "source"}, nil)
+	descSrcStalled  = prometheus.NewDesc("sluice_source_stalled", "1 when the source sent nothing, not even a heartbeat, for align.max_wait.", []string{"pipeline", "source"}, nil)
+	descSrcQueued   = prometheus.NewDesc("sluice_source_queued_bytes", "Bytes read from the source and waiting to be merged (a source held back by alignment fills it).", []string{"pipeline", "source"}, nil)
+	descWatermark   = prometheus.NewDesc("sluice_watermark_seconds", "Low watermark: the minimum over live sources of their event time (Unix seconds).", []string{"pipeline"}, nil)
+	descSkew        = prometheus.NewDesc("sluice_source_skew_seconds", "Spread of the live sources' event times (the leading minus the slowest).", []string{"pipeline"}, nil)
+	descHeld        = prometheus.NewDesc("sluice_align_held_transactions_total", "Transactions that waited for skew alignment.", []string{"pipeline"}, nil)
+	descHoldTime    = prometheus.NewDesc("sluice_align_hold_seconds_total", "Time sources spent held back by skew alignment.", []string{"pipeline"}, nil)
 )
+
+var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone,
+	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descWatermark, descSkew, descHeld, descHoldTime}
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone} {
+	for _, d := range allDescs {
 		ch <- d
 	}
 }
@@ -105,6 +117,25 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descSinkUp, up, s)
 	}
+	counter(descHeld, float64(c.Held))
+	counter(descHoldTime, c.HoldTime.Seconds())
+	if !st.Watermark.IsZero() {
+		gauge(descWatermark, float64(st.Watermark.UnixNano())/1e9)
+		gauge(descSkew, st.Skew.Seconds())
+	}
+	for _, s := range st.Sources {
+		if !s.EventTime.IsZero() {
+			gauge(descSrcEvent, float64(s.EventTime.UnixNano())/1e9, s.Name)
+			gauge(descSrcLag, s.Lag.Seconds(), s.Name)
+		}
+		gauge(descSrcOffset, s.ClockOffset.Seconds(), s.Name)
+		stalled := 0.0
+		if s.Stalled {
+			stalled = 1
+		}
+		gauge(descSrcStalled, stalled, s.Name)
+		gauge(descSrcQueued, float64(s.Queued), s.Name)
+	}
 	for _, t := range st.Snapshot {
 		gauge(descSnapRows, float64(t.Rows), t.Table)
 		gauge(descSnapEst, float64(t.Estimated), t.Table)
@@ -127,7 +158,20 @@ func statusView(p *pipeline.Pipeline) map[string]any {
 		"commit_time": st.CommitTime, "lag_seconds": st.Lag.Seconds(),
 		"sinks": st.Sinks, "sink_errors": st.SinkErrors, "sinks_down": st.SinkDown,
 		"snapshot": st.Snapshot, "counters": c,
+		"sources": sourcesView(st.Sources), "watermark": st.Watermark, "skew_seconds": st.Skew.Seconds(),
 	}
+}
+
+func sourcesView(ss []pipeline.SourceStatus) []map[string]any {
+	out := make([]map[string]any, len(ss))
+	for i, s := range ss {
+		out[i] = map[string]any{
+			"name": s.Name, "position": s.Position, "event_time": s.EventTime, "lag_seconds": s.Lag.Seconds(),
+			"clock_offset_seconds": s.ClockOffset.Seconds(), "clock_rtt_seconds": s.ClockRTT.Seconds(),
+			"streaming": s.Streaming, "stalled": s.Stalled, "queued_bytes": s.Queued,
+		}
+	}
+	return out
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

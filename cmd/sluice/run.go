@@ -69,46 +69,30 @@ func setLogger(l config.Log) {
 
 // buildPipeline turns a config into a pipeline (not started).
 func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint.Store, epoch func(context.Context, uint64) (uint64, error)) (*pipeline.Pipeline, []pipeline.Sink, error) {
-	src, err := binlog.ParseSourceURL(cfg.Source.URL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: source.url: %w", path, err)
-	}
-	if cfg.Source.ServerID != 0 {
-		src.ServerID = cfg.Source.ServerID
-	}
-	tables := strings.Join(cfg.Source.Tables, ",")
-	if cfg.Source.SignalTable != "" && tables != "" {
-		tables += "," + cfg.Source.SignalTable
-	}
-	if src.Tables, err = binlog.ParseFilter(tables); err != nil {
-		return nil, nil, fmt.Errorf("%s: source.tables: %w", path, err)
-	}
-	startGiven := false
-	if cfg.Source.Start != "" {
-		if err := parseFrom(cfg.Source.Start, &src); err != nil {
-			return nil, nil, fmt.Errorf("%s: source.start: %w", path, err)
+	var srcs []pipeline.SourceConfig
+	for i, sc := range cfg.Sources {
+		key := "source"
+		if len(cfg.Sources) > 1 {
+			key = fmt.Sprintf("sources[%d]", i)
 		}
-		startGiven = !src.Start.IsZero()
+		src, err := sourceConfig(sc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %s.%w", path, key, err)
+		}
+		srcs = append(srcs, src)
 	}
 	sinks, err := buildSinks(path, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	mode := snapshot.Mode(cfg.Source.Snapshot.Mode)
 	pcfg := pipeline.Config{
-		Name: cfg.Pipeline,
-		Source: pipeline.SourceConfig{
-			Name:       cfg.Source.Name,
-			Binlog:     src,
-			StartGiven: startGiven,
-			Snapshot: pipeline.SnapshotConfig{
-				Mode:      mode,
-				Method:    cfg.Source.Snapshot.Method,
-				Parallel:  cfg.Source.Snapshot.Parallel,
-				ChunkRows: cfg.Source.Snapshot.ChunkRows,
-				Where:     cfg.Source.Snapshot.Where,
-			},
-			SignalTable: cfg.Source.SignalTable,
+		Name:    cfg.Pipeline,
+		Sources: srcs,
+		Align: pipeline.AlignConfig{
+			MaxSkew:     cfg.Align.MaxSkew,
+			MaxWait:     cfg.Align.MaxWait,
+			OnStall:     cfg.Align.OnStall,
+			SampleEvery: cfg.Align.SampleEvery,
 		},
 		Sinks:           sinks,
 		Store:           store,
@@ -121,9 +105,12 @@ func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint
 	}
 	var p *pipeline.Pipeline
 	progress := newProgressReporter()
-	pcfg.Source.Snapshot.Progress = func(ps []snapshot.TableProgress) {
-		p.SnapshotProgress(ps)
-		progress.report(ps)
+	for i := range pcfg.Sources {
+		name := pcfg.Sources[i].Name
+		pcfg.Sources[i].Snapshot.Progress = func(ps []snapshot.TableProgress) {
+			p.SnapshotProgress(name, ps)
+			progress.report(p.Status().Snapshot)
+		}
 	}
 	p, err = pipeline.New(pcfg)
 	if err != nil {
@@ -132,6 +119,46 @@ func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint
 	}
 	m.p = p
 	return p, sinks, nil
+}
+
+// sourceConfig turns one source block into the pipeline's source; an
+// error names the key ("url: ...").
+func sourceConfig(sc config.Source) (pipeline.SourceConfig, error) {
+	src, err := binlog.ParseSourceURL(sc.URL)
+	if err != nil {
+		return pipeline.SourceConfig{}, fmt.Errorf("url: %w", err)
+	}
+	if sc.ServerID != 0 {
+		src.ServerID = sc.ServerID
+	}
+	src.Heartbeat = sc.Heartbeat
+	tables := strings.Join(sc.Tables, ",")
+	if sc.SignalTable != "" && tables != "" {
+		tables += "," + sc.SignalTable
+	}
+	if src.Tables, err = binlog.ParseFilter(tables); err != nil {
+		return pipeline.SourceConfig{}, fmt.Errorf("tables: %w", err)
+	}
+	startGiven := false
+	if sc.Start != "" {
+		if err := parseFrom(sc.Start, &src); err != nil {
+			return pipeline.SourceConfig{}, fmt.Errorf("start: %w", err)
+		}
+		startGiven = !src.Start.IsZero()
+	}
+	return pipeline.SourceConfig{
+		Name:       sc.Name,
+		Binlog:     src,
+		StartGiven: startGiven,
+		Snapshot: pipeline.SnapshotConfig{
+			Mode:      snapshot.Mode(sc.Snapshot.Mode),
+			Method:    sc.Snapshot.Method,
+			Parallel:  sc.Snapshot.Parallel,
+			ChunkRows: sc.Snapshot.ChunkRows,
+			Where:     sc.Snapshot.Where,
+		},
+		SignalTable: sc.SignalTable,
+	}, nil
 }
 
 func closeSinks(sinks []pipeline.Sink) {
@@ -239,7 +266,7 @@ func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
 var errLeadershipLost = errors.New("leadership lost (etcd unreachable for 2/3 of the lease, or another process leads)")
 
 // serveAdmin starts the admin HTTP endpoint: /metrics, /healthz, /status
-// and POST /snapshot?table=db.table[&where=...].
+// and POST /snapshot?table=db.table[&where=...][&source=name].
 func serveAdmin(ctx context.Context, addr string, p *pipeline.Pipeline, m *metrics) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -271,7 +298,7 @@ func serveAdmin(ctx context.Context, addr string, p *pipeline.Pipeline, m *metri
 		}
 		rctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 		defer cancel()
-		if err := p.AddTable(rctx, db, tbl, r.URL.Query().Get("where")); err != nil {
+		if err := p.AddTable(rctx, r.URL.Query().Get("source"), db, tbl, r.URL.Query().Get("where")); err != nil {
 			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 			return
 		}

@@ -19,9 +19,9 @@ import (
 // snapshot tables again while it keeps streaming.
 func snapshotCmd() *cobra.Command {
 	var (
-		incremental []string
-		admin, cfg  string
-		where       string
+		incremental        []string
+		admin, cfg, source string
+		where              string
 	)
 	cmd := &cobra.Command{
 		Use:   "snapshot --incremental db.table [--incremental db.t2] (--config FILE | --admin HOST:PORT)",
@@ -54,7 +54,7 @@ watermark method). Progress shows in the pipeline's logs, /status and metrics.`,
 				if !strings.Contains(t, ".") {
 					return fmt.Errorf("--incremental %q: want db.table", t)
 				}
-				if err := postSnapshot(cmd.Context(), client, admin, t, where); err != nil {
+				if err := postSnapshot(cmd.Context(), client, admin, t, where, source); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "incremental snapshot of %s started\n", t)
@@ -66,11 +66,15 @@ watermark method). Progress shows in the pipeline's logs, /status and metrics.`,
 	cmd.Flags().StringVar(&admin, "admin", "", "the running pipeline's admin address (host:port)")
 	cmd.Flags().StringVarP(&cfg, "config", "c", "", "the running pipeline's config (to find its admin address)")
 	cmd.Flags().StringVar(&where, "where", "", "read only rows matching this SQL condition")
+	cmd.Flags().StringVar(&source, "source", "", "the source to read the table from (a pipeline with several sources)")
 	return cmd
 }
 
-func postSnapshot(ctx context.Context, c *http.Client, admin, table, where string) error {
+func postSnapshot(ctx context.Context, c *http.Client, admin, table, where, source string) error {
 	q := url.Values{"table": {table}}
+	if source != "" {
+		q.Set("source", source)
+	}
 	if where != "" {
 		q.Set("where", where)
 	}

@@ -62,6 +62,9 @@ func statusCmd() *cobra.Command {
 				if len(cp.Snapshot) > 0 {
 					fmt.Fprintln(w, "  a snapshot is under way")
 				}
+				for name := range cp.Snapshots {
+					fmt.Fprintf(w, "  a snapshot of source %s is under way\n", name)
+				}
 			}
 			if cfg.Admin.Addr != "" {
 				printAdmin(ctx, w, cfg.Admin.Addr)
@@ -88,6 +91,14 @@ func printAdmin(ctx context.Context, w io.Writer, addr string) {
 		LastSeq  uint64            `json:"last_seq"`
 		Lag      float64           `json:"lag_seconds"`
 		SinkDown map[string]string `json:"sinks_down"`
+		Sources  []struct {
+			Name    string    `json:"name"`
+			Event   time.Time `json:"event_time"`
+			Lag     float64   `json:"lag_seconds"`
+			Offset  float64   `json:"clock_offset_seconds"`
+			Stalled bool      `json:"stalled"`
+		} `json:"sources"`
+		Watermark time.Time `json:"watermark"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		fmt.Fprintf(w, "process:    %s answered something else: %v\n", addr, err)
@@ -96,6 +107,16 @@ func printAdmin(ctx context.Context, w io.Writer, addr string) {
 	fmt.Fprintf(w, "process:    at %s: running=%v epoch=%d last_seq=%d lag=%.1fs\n", addr, st.Running, st.Epoch, st.LastSeq, st.Lag)
 	for s, e := range st.SinkDown {
 		fmt.Fprintf(w, "  sink %s is down: %s\n", s, e)
+	}
+	if !st.Watermark.IsZero() {
+		fmt.Fprintf(w, "  watermark %s\n", st.Watermark.Format(time.RFC3339Nano))
+	}
+	for _, src := range st.Sources {
+		state := ""
+		if src.Stalled {
+			state = " STALLED"
+		}
+		fmt.Fprintf(w, "  source %s: event lag %.1fs, clock offset %+.3fs%s\n", src.Name, src.Lag, src.Offset, state)
 	}
 }
 

@@ -69,6 +69,10 @@ type MariaDBOptions struct {
 	// Extra are additional mariadbd arguments, e.g. "--binlog-checksum=NONE".
 	// They come last and so override the defaults.
 	Extra []string
+	// ClockOffset runs mariadbd under libfaketime (Debian's faketime
+	// package, installed when missing) with its clock this far off, for
+	// clock-skew tests.
+	ClockOffset time.Duration
 }
 
 func (o MariaDBOptions) withDefaults() MariaDBOptions {
@@ -181,6 +185,11 @@ func Start(ctx context.Context, opts MariaDBOptions) (*MariaDB, error) {
 	installDB, _ := findBinary(installDBCandidates)
 
 	opts = opts.withDefaults()
+	if opts.ClockOffset != 0 {
+		if err := aptInstall(func() bool { _, err := os.Stat(libfaketime); return err == nil }, "libfaketime", "faketime"); err != nil {
+			return nil, err
+		}
+	}
 	dir, err := ownedTempDir()
 	if err != nil {
 		return nil, err
@@ -409,7 +418,7 @@ func (m *MariaDB) startLocked(ctx context.Context) error {
 	defer out.Close() // the child has its own copy
 	_ = os.Remove(m.Socket())
 
-	p, err := startProcess(m.mariadbd, m.args(), out, m.Dir)
+	p, err := startProcess(m.mariadbd, m.args(), out, m.Dir, m.env()...)
 	if err != nil {
 		return fmt.Errorf("testenv: starting %s: %w", m.mariadbd, err)
 	}
@@ -653,7 +662,7 @@ func (p *process) signal(sig syscall.Signal) error {
 	return syscall.Kill(-p.pid, sig)
 }
 
-func startProcess(name string, args []string, out *os.File, dir string) (*process, error) {
+func startProcess(name string, args []string, out *os.File, dir string, env ...string) (*process, error) {
 	p := &process{done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
@@ -661,6 +670,9 @@ func startProcess(name string, args []string, out *os.File, dir string) (*proces
 		defer runtime.UnlockOSThread() // only after the child is reaped
 		defer close(p.done)
 		cmd := newCmd(name, args, out, dir)
+		if len(env) > 0 {
+			cmd.Env = append(os.Environ(), env...)
+		}
 		if err := cmd.Start(); err != nil {
 			p.waitErr = err
 			started <- err
@@ -674,6 +686,17 @@ func startProcess(name string, args []string, out *os.File, dir string) (*proces
 		return nil, err
 	}
 	return p, nil
+}
+
+// libfaketime is Debian's preloadable clock shifter (package faketime).
+const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+// env is the server's extra environment: libfaketime for a clock offset.
+func (m *MariaDB) env() []string {
+	if m.opts.ClockOffset == 0 {
+		return nil
+	}
+	return []string{"LD_PRELOAD=" + libfaketime, fmt.Sprintf("FAKETIME=%+.3f", m.opts.ClockOffset.Seconds()), "DONT_FAKE_MONOTONIC=1"}
 }
 
 func newCmd(name string, args []string, out *os.File, dir string) *exec.Cmd {

@@ -1,0 +1,785 @@
+package pipeline_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/metrics"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/pipeline"
+)
+
+// shard is one MariaDB server of a sharded database, reached through a
+// fault proxy.
+type shard struct {
+	name  string
+	db    *testenv.MariaDB
+	proxy *testenv.FaultProxy
+}
+
+// startShards starts n MariaDB servers at once, each with the tables
+// app.t (the write load) and app.moves (rows moving between shards).
+func startShards(t *testing.T, n int, opts ...testenv.MariaDBOptions) []*shard {
+	t.Helper()
+	out := make([]*shard, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := testenv.MariaDBOptions{ServerID: uint32(i + 1)}
+			if i < len(opts) {
+				o = opts[i]
+				o.ServerID = uint32(i + 1)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			db, err := testenv.Start(ctx, o)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			out[i] = &shard{name: fmt.Sprintf("shard%d", i+1), db: db}
+			errs[i] = db.Exec(ctx, "CREATE DATABASE app",
+				"CREATE TABLE app.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL)",
+				"CREATE TABLE app.moves (id INT PRIMARY KEY, v INT NOT NULL)",
+				"CREATE TABLE app.big (id INT PRIMARY KEY, pad CHAR(40) NOT NULL)")
+		}()
+	}
+	wg.Wait()
+	for i, s := range out {
+		if s != nil {
+			t.Cleanup(func() { s.db.Close() })
+			s.proxy = testenv.NewFaultProxy(t, s.db.Addr())
+		}
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+	}
+	return out
+}
+
+// load inserts one row per transaction into app.t at about rate per
+// second until stop is closed, and counts them.
+type load struct {
+	s    *shard
+	n    atomic.Int64
+	done chan error
+}
+
+func startLoad(t *testing.T, s *shard, rate int, stop <-chan struct{}) *load {
+	t.Helper()
+	c, err := s.db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &load{s: s, done: make(chan error, 1)}
+	go func() {
+		defer c.Close()
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				l.done <- nil
+				return
+			case <-tick.C:
+			}
+			if _, err := c.Execute("INSERT INTO app.t (v) VALUES (1)"); err != nil {
+				l.done <- err
+				return
+			}
+			l.n.Add(1)
+		}
+	}()
+	return l
+}
+
+func (l *load) wait(t *testing.T) int {
+	t.Helper()
+	if err := <-l.done; err != nil {
+		t.Fatal(err)
+	}
+	return int(l.n.Load())
+}
+
+// emitted is one message as the recorder saw it.
+type emitted struct {
+	seq    uint64
+	source string
+	table  string
+	op     binlog.Op
+	id     int64
+	et     time.Time
+	at     time.Time // when the sink received it
+}
+
+// recorder is a sink that keeps what it receives in memory (a Go program
+// consuming the pipeline): the order, event times and arrival times.
+type recorder struct {
+	name string
+	mu   sync.Mutex
+	msgs []emitted
+	// keep, when set, says which messages to keep (the others are only
+	// counted by source).
+	keep    func(*pipeline.Message) bool
+	counts  map[string]int
+	max     uint64
+	onWrite func(now time.Time, ms []pipeline.Message)
+}
+
+func (r *recorder) Name() string { return r.name }
+
+func (r *recorder) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return pipeline.Recovery{MaxSeq: r.max}, nil
+}
+
+func (r *recorder) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.counts == nil {
+		r.counts = map[string]int{}
+	}
+	for i := range b.Messages {
+		m := &b.Messages[i]
+		r.counts[m.Source]++
+		r.max = m.Seq
+		if r.keep != nil && !r.keep(m) {
+			continue
+		}
+		e := emitted{seq: m.Seq, source: m.Source, table: m.Table, op: m.Op, et: m.EventTime, at: now}
+		row := m.Change.After
+		if m.Op == binlog.OpDelete {
+			row = m.Change.Before
+		}
+		if len(row) > 0 {
+			e.id = row[0].Int()
+		}
+		r.msgs = append(r.msgs, e)
+	}
+	if r.onWrite != nil {
+		r.onWrite(now, b.Messages)
+	}
+	return "", nil
+}
+
+func (r *recorder) Close() error { return nil }
+
+func (r *recorder) snapshot() ([]emitted, map[string]int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	counts := map[string]int{}
+	for k, v := range r.counts {
+		counts[k] = v
+	}
+	return append([]emitted(nil), r.msgs...), counts
+}
+
+// skewMeter measures the output skew as the stream goes: for each message
+// with an event time, how far it leads the source that is furthest behind
+// among those that emitted anything (the last event time each emitted).
+type skewMeter struct {
+	mu      sync.Mutex
+	last    map[string]time.Time
+	sources []string
+	max     time.Duration
+	from    time.Time // measure only messages received after this
+}
+
+func (s *skewMeter) observe(now time.Time, ms []pipeline.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last == nil {
+		s.last = map[string]time.Time{}
+	}
+	for i := range ms {
+		m := &ms[i]
+		if m.EventTime.IsZero() || m.Table != "t" {
+			continue
+		}
+		if m.EventTime.After(s.last[m.Source]) {
+			s.last[m.Source] = m.EventTime
+		}
+		if s.from.IsZero() || now.Before(s.from) || len(s.last) < len(s.sources) {
+			continue
+		}
+		lo := m.EventTime
+		for _, name := range s.sources {
+			if l := s.last[name]; l.Before(lo) {
+				lo = l
+			}
+		}
+		if d := m.EventTime.Sub(lo); d > s.max {
+			s.max = d
+		}
+	}
+}
+
+func (s *skewMeter) result() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.max
+}
+
+// runSources runs a pipeline over the shards (through their proxies) into
+// sinks, in the background.
+type running struct {
+	p    *pipeline.Pipeline
+	done chan error // receives Run's result, once
+	stop context.CancelFunc
+}
+
+func runSources(t *testing.T, name string, shards []*shard, align pipeline.AlignConfig, sinks ...pipeline.Sink) *running {
+	t.Helper()
+	var srcs []pipeline.SourceConfig
+	for _, s := range shards {
+		src, err := binlog.ParseSourceURL(s.proxy.URL(s.db.URL(), s.db.Addr()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Heartbeat = 500 * time.Millisecond
+		src.MaxBackoff = 500 * time.Millisecond
+		if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
+			t.Fatal(err)
+		}
+		src.StartAt = binlog.StartCurrent
+		srcs = append(srcs, pipeline.SourceConfig{Name: s.name, Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"}})
+	}
+	p, err := pipeline.New(pipeline.Config{
+		Name:            name,
+		Sources:         srcs,
+		Align:           align,
+		Sinks:           sinks,
+		Store:           &checkpoint.FileStore{Path: filepath.Join(t.TempDir(), "ckpt.json")},
+		CheckpointEvery: 200 * time.Millisecond,
+		RetryMin:        10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{p: p, done: make(chan error, 1), stop: cancel}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		r.done <- p.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		default:
+		}
+		<-finished
+	})
+	return r
+}
+
+// waitStreaming waits until every source of the pipeline streams.
+func (r *running) waitStreaming(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st := r.p.Status()
+		n := 0
+		for _, s := range st.Sources {
+			if s.Streaming {
+				n++
+			}
+		}
+		if n == len(st.Sources) {
+			return
+		}
+		select {
+		case err := <-r.done:
+			t.Fatalf("pipeline stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sources not streaming after 30 s: %+v", st.Sources)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitCounts waits until the recorder holds want[source] rows of app.t.
+func waitCounts(t *testing.T, r *recorder, want map[string]int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		msgs, _ := r.snapshot()
+		got := map[string]int{}
+		for _, m := range msgs {
+			if m.table == "t" && m.op == binlog.OpInsert {
+				got[m.source]++
+			}
+		}
+		ok := true
+		for k, v := range want {
+			if got[k] < v {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			ids := map[string]map[int64]bool{}
+			for _, m := range msgs {
+				if m.table == "t" && m.op == binlog.OpInsert {
+					if ids[m.source] == nil {
+						ids[m.source] = map[int64]bool{}
+					}
+					ids[m.source][m.id] = true
+				}
+			}
+			var missing []string
+			for src, n := range want {
+				for id := int64(1); id <= int64(n); id++ {
+					if !ids[src][id] {
+						missing = append(missing, fmt.Sprintf("%s:%d", src, id))
+					}
+				}
+			}
+			t.Fatalf("%s: rows received %v, want %v; missing %v", r.name, got, want, missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkExactlyOnce checks that every row id of app.t of every source came
+// once, in increasing order per source (each source's order is kept).
+func checkExactlyOnce(t *testing.T, r *recorder, want map[string]int) {
+	t.Helper()
+	msgs, _ := r.snapshot()
+	last := map[string]int64{}
+	got := map[string]int{}
+	var prevSeq uint64
+	for _, m := range msgs {
+		if m.seq <= prevSeq {
+			t.Fatalf("%s: seq %d after %d", r.name, m.seq, prevSeq)
+		}
+		prevSeq = m.seq
+		if m.table != "t" || m.op != binlog.OpInsert {
+			continue
+		}
+		if m.id != last[m.source]+1 {
+			t.Fatalf("%s: source %s: row %d after row %d (lost, repeated or reordered)", r.name, m.source, m.id, last[m.source])
+		}
+		last[m.source] = m.id
+		got[m.source]++
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: source %s: %d rows, want %d", r.name, k, got[k], v)
+		}
+	}
+}
+
+// Four shards under write load; the third is slowed by 5 s. Without
+// alignment the output skew reaches about 5 s; with max_skew 2s it stays
+// within the bound plus MariaDB's one-second timestamps, a row moved from
+// a fast shard to the slow one comes out within that bound after its
+// delete, and every row of every shard arrives once.
+func TestAlignFourShardsOneSlow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four MariaDB servers")
+	}
+	shards := startShards(t, 4)
+	ctx := context.Background()
+	if err := shards[0].db.Exec(ctx, "INSERT INTO app.moves VALUES (42, 1)"); err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"shard1", "shard2", "shard3", "shard4"}
+	const maxSkew = 2 * time.Second
+	keep := func(m *pipeline.Message) bool { return true }
+	var off, on skewMeter
+	off.sources, on.sources = names, names
+	recOff := &recorder{name: "off", keep: keep, onWrite: off.observe}
+	recOn := &recorder{name: "on", keep: keep, onWrite: on.observe}
+	pOff := runSources(t, "align-off", shards, pipeline.AlignConfig{}, recOff)
+	pOn := runSources(t, "align-on", shards, pipeline.AlignConfig{MaxSkew: maxSkew}, recOn)
+	pOff.waitStreaming(t)
+	pOn.waitStreaming(t)
+
+	stop := make(chan struct{})
+	loads := make([]*load, len(shards))
+	for i, s := range shards {
+		loads[i] = startLoad(t, s, 80, stop)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	slow := shards[2]
+	if err := slow.proxy.SetLatency(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	measureFrom := time.Now().Add(6 * time.Second) // once the delay is in the stream
+	off.mu.Lock()
+	off.from = measureFrom
+	off.mu.Unlock()
+	on.mu.Lock()
+	on.from = measureFrom
+	on.mu.Unlock()
+	time.Sleep(8 * time.Second)
+	// A row moves from shard1 to the slow shard3 within one second.
+	if err := shards[0].db.Exec(ctx, "DELETE FROM app.moves WHERE id = 42"); err != nil {
+		t.Fatal(err)
+	}
+	if err := slow.db.Exec(ctx, "INSERT INTO app.moves VALUES (42, 1)"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(6 * time.Second)
+	close(stop)
+	want := map[string]int{}
+	for i, l := range loads {
+		want[names[i]] = l.wait(t)
+	}
+	if err := slow.proxy.SetLatency(0); err != nil {
+		t.Fatal(err)
+	}
+	waitCounts(t, recOff, want, 60*time.Second)
+	waitCounts(t, recOn, want, 60*time.Second)
+	checkExactlyOnce(t, recOff, want)
+	checkExactlyOnce(t, recOn, want)
+
+	skewOff, skewOn := off.result(), on.result()
+	moveOff, moveOn := moveGap(t, recOff), moveGap(t, recOn)
+	c := pOn.p.Counters()
+	t.Logf("output skew: %v without alignment, %v with max_skew %v; move gap (insert after delete): %v without, %v with; held %d transactions for %v in all",
+		skewOff, skewOn, maxSkew, moveOff, moveOn, c.Held, c.HoldTime)
+	if skewOff < 4*time.Second {
+		t.Errorf("without alignment the output skew reached only %v; the 5 s delay should show", skewOff)
+	}
+	if bound := maxSkew + time.Second + 100*time.Millisecond; skewOn > bound {
+		t.Errorf("with alignment the output skew reached %v, over the bound %v (max_skew plus one-second timestamps)", skewOn, bound)
+	}
+	if moveOff < 3*time.Second {
+		t.Errorf("without alignment the moved row's insert came %v after its delete; want about 5 s", moveOff)
+	}
+	if bound := maxSkew + time.Second + 500*time.Millisecond; moveOn > bound {
+		t.Errorf("with alignment the moved row's insert came %v after its delete, over %v", moveOn, bound)
+	}
+	if c.Held == 0 {
+		t.Error("alignment held nothing back")
+	}
+	st := pOn.p.Status()
+	if st.Watermark.IsZero() || time.Since(st.Watermark) > 10*time.Second {
+		t.Errorf("watermark %v, want recent", st.Watermark)
+	}
+}
+
+// moveGap returns how long after the delete of row 42 (app.moves) its
+// insert on another shard reached the sink.
+func moveGap(t *testing.T, r *recorder) time.Duration {
+	t.Helper()
+	msgs, _ := r.snapshot()
+	var del, ins time.Time
+	for _, m := range msgs {
+		if m.table != "moves" || m.id != 42 {
+			continue
+		}
+		switch m.op {
+		case binlog.OpDelete:
+			del = m.at
+		case binlog.OpInsert:
+			ins = m.at
+		}
+	}
+	if del.IsZero() || ins.IsZero() {
+		t.Fatalf("%s: the moved row: delete at %v, insert at %v", r.name, del, ins)
+	}
+	return ins.Sub(del)
+}
+
+// An idle shard (no writes at all) does not hold the others back: its
+// heartbeats and clock samples keep its progress current. When a shard is
+// cut off, after max_wait it is reported stalled and, by policy, released
+// (the others go on) or the pipeline fails naming it.
+func TestAlignIdleAndStalledShard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MariaDB servers")
+	}
+	shards := startShards(t, 3)
+	idle := shards[2]
+	names := []string{"shard1", "shard2"}
+	align := pipeline.AlignConfig{MaxSkew: time.Second, MaxWait: 3 * time.Second}
+	var meter skewMeter
+	meter.sources = names
+	lat := &latencies{}
+	recProceed := &recorder{name: "proceed", onWrite: func(now time.Time, ms []pipeline.Message) {
+		meter.observe(now, ms)
+		lat.observe(now, ms)
+	}}
+	recProceed.keep = func(m *pipeline.Message) bool { return m.Table == "t" }
+	pProceed := runSources(t, "stall-proceed", shards, align, recProceed)
+	failAlign := align
+	failAlign.OnStall = pipeline.StallFail
+	pFail := runSources(t, "stall-fail", shards, failAlign, &recorder{name: "fail"})
+	pProceed.waitStreaming(t)
+	pFail.waitStreaming(t)
+
+	stop := make(chan struct{})
+	l1, l2 := startLoad(t, shards[0], 50, stop), startLoad(t, shards[1], 50, stop)
+	meter.mu.Lock()
+	meter.from = time.Now().Add(time.Second)
+	meter.mu.Unlock()
+	time.Sleep(4 * time.Second)
+	if c := pProceed.p.Counters(); c.Held > 0 {
+		t.Errorf("the idle shard held back %d transactions (for %v)", c.Held, c.HoldTime)
+	}
+	if p99 := lat.p99(); p99 > time.Second+500*time.Millisecond {
+		t.Errorf("p99 from commit second to the sink with an idle shard: %v", p99)
+	}
+
+	cut := time.Now()
+	idle.proxy.Cut()
+	select {
+	case err := <-pFail.done:
+		if !errors.Is(err, pipeline.ErrSourceStalled) {
+			t.Fatalf("on_stall fail: the pipeline ended with %v, want ErrSourceStalled", err)
+		}
+		d := time.Since(cut)
+		t.Logf("on_stall fail: stopped %v after the cut: %v", d.Round(time.Millisecond), err)
+		// max_wait counts from the last heartbeat (every 500ms) before the cut.
+		if d < align.MaxWait-600*time.Millisecond {
+			t.Errorf("failed %v after the cut, before max_wait %v", d, align.MaxWait)
+		}
+	case <-time.After(align.MaxWait + 5*time.Second):
+		t.Fatal("on_stall fail: the pipeline did not fail after max_wait")
+	}
+	time.Sleep(align.MaxWait + 2*time.Second)
+	st := pProceed.p.Status()
+	if !st.Sources[2].Stalled {
+		t.Errorf("the cut shard is not reported stalled: %+v", st.Sources[2])
+	}
+	// Rows written now are not held back by the stalled shard.
+	before := l1.n.Load() + l2.n.Load()
+	t0 := time.Now()
+	time.Sleep(2 * time.Second)
+	close(stop)
+	want := map[string]int{"shard1": l1.wait(t), "shard2": l2.wait(t)}
+	waitCounts(t, recProceed, want, 10*time.Second)
+	if d := time.Since(t0); d > 4*time.Second {
+		t.Errorf("rows written while the shard was stalled took %v to arrive", d)
+	}
+	t.Logf("%d rows written while shard3 was stalled arrived", int64(want["shard1"]+want["shard2"])-before)
+	if err := idle.proxy.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for pProceed.p.Status().Sources[2].Stalled {
+		if time.Now().After(deadline) {
+			t.Fatal("the shard is still reported stalled 20 s after it came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	checkExactlyOnce(t, recProceed, want)
+}
+
+// latencies measures, for rows of app.t, the time from the start of their
+// commit second to the sink.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) observe(now time.Time, ms []pipeline.Message) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range ms {
+		if ms[i].Table == "t" && !ms[i].EventTime.IsZero() {
+			l.d = append(l.d, now.Sub(ms[i].EventTime))
+		}
+	}
+}
+
+func (l *latencies) p99() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0
+	}
+	d := append([]time.Duration(nil), l.d...)
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)*99/100]
+}
+
+// A shard whose clock is 10 s ahead: its clock offset is measured and its
+// event times corrected, so alignment neither holds it back 10 s nor lets
+// the skew grow.
+func TestAlignCorrectsClockSkew(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MariaDB servers")
+	}
+	shards := startShards(t, 2, testenv.MariaDBOptions{}, testenv.MariaDBOptions{ClockOffset: 10 * time.Second})
+	names := []string{"shard1", "shard2"}
+	var meter skewMeter
+	meter.sources = names
+	lat := &latencies{}
+	rec := &recorder{name: "clock", onWrite: func(now time.Time, ms []pipeline.Message) {
+		meter.observe(now, ms)
+		lat.observe(now, ms)
+	}}
+	rec.keep = func(m *pipeline.Message) bool { return m.Table == "t" }
+	p := runSources(t, "clock", shards, pipeline.AlignConfig{MaxSkew: 2 * time.Second}, rec)
+	p.waitStreaming(t)
+	stop := make(chan struct{})
+	l1, l2 := startLoad(t, shards[0], 50, stop), startLoad(t, shards[1], 50, stop)
+	meter.mu.Lock()
+	meter.from = time.Now().Add(time.Second)
+	meter.mu.Unlock()
+	time.Sleep(5 * time.Second)
+	close(stop)
+	want := map[string]int{"shard1": l1.wait(t), "shard2": l2.wait(t)}
+	waitCounts(t, rec, want, 20*time.Second)
+	checkExactlyOnce(t, rec, want)
+	st := p.p.Status()
+	off := st.Sources[1].ClockOffset
+	t.Logf("clock offsets: %v and %v (round trips %v, %v); skew %v; p99 %v; held %d", st.Sources[0].ClockOffset, off, st.Sources[0].ClockRTT, st.Sources[1].ClockRTT, meter.result(), lat.p99(), p.p.Counters().Held)
+	if off < 9500*time.Millisecond || off > 10500*time.Millisecond {
+		t.Errorf("shard2's clock offset measured %v, want about 10 s", off)
+	}
+	if d := st.Sources[0].ClockOffset; d < -500*time.Millisecond || d > 500*time.Millisecond {
+		t.Errorf("shard1's clock offset measured %v, want about 0", d)
+	}
+	if s := meter.result(); s > 3*time.Second+100*time.Millisecond {
+		t.Errorf("output skew %v with corrected event times", s)
+	}
+	if p99 := lat.p99(); p99 > 2*time.Second {
+		t.Errorf("p99 from (corrected) commit second to sink %v: the skewed shard was held back", p99)
+	}
+}
+
+// A 1,000,000-row transaction on one shard while the others are busy,
+// with alignment on: it streams in chunks, contiguous in the output, the
+// bound holds, memory stays bounded and nothing deadlocks.
+func TestAlignHugeTransaction(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MariaDB servers")
+	}
+	rows := 1_000_000
+	if os.Getenv("SLUICE_HUGE_ROWS") != "" {
+		fmt.Sscan(os.Getenv("SLUICE_HUGE_ROWS"), &rows)
+	}
+	shards := startShards(t, 4)
+	names := []string{"shard1", "shard2", "shard3", "shard4"}
+	var meter skewMeter
+	meter.sources = names
+	// Contiguity: once a big-table message arrives, every message up to the
+	// transaction's last must be of it.
+	var (
+		bigSeen, bigDone int
+		interleaved      int
+		bigMu            sync.Mutex
+	)
+	rec := &recorder{name: "huge", keep: func(m *pipeline.Message) bool { return m.Table == "t" }, onWrite: func(now time.Time, ms []pipeline.Message) {
+		meter.observe(now, ms)
+		bigMu.Lock()
+		defer bigMu.Unlock()
+		for i := range ms {
+			m := &ms[i]
+			inBig := bigSeen > 0 && bigDone == 0
+			if m.Table == "big" {
+				bigSeen++
+				if m.End != nil {
+					bigDone = bigSeen
+				}
+			} else if inBig {
+				interleaved++
+			}
+		}
+	}}
+	p := runSources(t, "huge", shards, pipeline.AlignConfig{MaxSkew: 2 * time.Second}, rec)
+	p.waitStreaming(t)
+	stop := make(chan struct{})
+	var loads []*load
+	for _, s := range shards {
+		loads = append(loads, startLoad(t, s, 50, stop))
+	}
+	meter.mu.Lock()
+	meter.from = time.Now().Add(time.Second)
+	meter.mu.Unlock()
+	var peak atomic.Uint64
+	memDone := make(chan struct{})
+	go func() {
+		var ms runtimeMem
+		for {
+			select {
+			case <-memDone:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if h := ms.heapInUse(); h > peak.Load() {
+				peak.Store(h)
+			}
+		}
+	}()
+	time.Sleep(time.Second)
+	start := time.Now()
+	if err := shards[1].db.Exec(context.Background(), "SET SESSION max_statement_time = 0",
+		fmt.Sprintf("INSERT INTO app.big SELECT seq, REPEAT('x', 40) FROM app.seq_1_to_%d", rows)); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Since(start)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		bigMu.Lock()
+		done := bigDone
+		bigMu.Unlock()
+		if done > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the big transaction did not arrive within 3 minutes (%d of %d rows)", bigSeen, rows)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	streamed := time.Since(start)
+	time.Sleep(time.Second)
+	close(stop)
+	want := map[string]int{}
+	for i, l := range loads {
+		want[names[i]] = l.wait(t)
+	}
+	waitCounts(t, rec, want, 60*time.Second)
+	close(memDone)
+	checkExactlyOnce(t, rec, want)
+	t.Logf("%d-row transaction: committed in %v, in the sink %v after the INSERT began; skew %v; peak heap in use %d MiB; held %d",
+		rows, committed.Round(time.Millisecond), streamed.Round(time.Millisecond), meter.result(), peak.Load()>>20, p.p.Counters().Held)
+	if bigDone != rows {
+		t.Errorf("the big transaction arrived with %d rows, want %d", bigDone, rows)
+	}
+	if interleaved > 0 {
+		t.Errorf("%d messages of other transactions came in the middle of the big one", interleaved)
+	}
+	if s := meter.result(); s > 3*time.Second+100*time.Millisecond {
+		t.Errorf("output skew %v over the bound", s)
+	}
+	if peak.Load() > 256<<20 {
+		t.Errorf("peak heap in use %d MiB, over 256 MiB", peak.Load()>>20)
+	}
+}
+
+// runtimeMem reads the heap's live objects without stopping the world.
+type runtimeMem struct{ s []metrics.Sample }
+
+func (r *runtimeMem) heapInUse() uint64 {
+	if r.s == nil {
+		r.s = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	}
+	metrics.Read(r.s)
+	return r.s[0].Value.Uint64()
+}
