@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
+	"sort"
 	"sync/atomic"
 	"time"
 
@@ -91,15 +93,24 @@ type OperatorConfig struct {
 // probes with one range read, and the time index (time, key) → count,
 // which Advance walks from the side's horizon (everything before it is
 // already evicted, persisted in the meta) to the new horizon: eviction
-// reads only the index entries it removes, and the index range it leaves
-// behind is removed with one range deletion, so tombstones of earlier
-// evictions are never walked again.
+// reads only the index entries it removes, and starts past the tombstones
+// of earlier evictions, so it never walks them again.
+//
+// Appending a row is two blind writes, Pebble merge operands (the entries
+// value is the concatenation of its operands, the index value their sum):
+// no read of the row's own keys. Writes go to three batches committed as
+// one: b, indexed, for the changes reads must see (rows, matched flags);
+// ev for eviction's deletes, which no read of the same batch needs (it is
+// folded into b should a read follow before the commit); and out for the
+// caller's own keys (the sink's outbox and meta).
 type Operator struct {
 	cfg      OperatorConfig
 	lo, hi   int64 // right.time - left.time must lie in [lo, hi] (µs)
 	lateness int64
 	db       *pebble.DB
-	b        *pebble.Batch
+	b        *pebble.Batch // indexed: rows and flags
+	ev       *pebble.Batch // eviction's deletes
+	out      *pebble.Batch // the caller's keys
 
 	committed, cur opMeta
 	pend           pending
@@ -109,7 +120,29 @@ type Operator struct {
 	ents                          []Entry
 	rewrites                      []rewrite
 	newEntry                      Entry
+	expired                       expiredKeys
 }
+
+// expiredKeys collects the entries keys an eviction pass removes from an
+// outer side, to read them in key order.
+type expiredKeys struct {
+	buf   []byte
+	spans [][2]int
+}
+
+func (e *expiredKeys) reset() { e.buf, e.spans = e.buf[:0], e.spans[:0] }
+
+func (e *expiredKeys) add(k []byte) {
+	e.spans = append(e.spans, [2]int{len(e.buf), len(e.buf) + len(k)})
+	e.buf = append(e.buf, k...)
+}
+
+func (e *expiredKeys) key(i int) []byte { return e.buf[e.spans[i][0]:e.spans[i][1]] }
+
+// sort.Interface, by key.
+func (e *expiredKeys) Len() int           { return len(e.spans) }
+func (e *expiredKeys) Less(i, j int) bool { return bytes.Compare(e.key(i), e.key(j)) < 0 }
+func (e *expiredKeys) Swap(i, j int)      { e.spans[i], e.spans[j] = e.spans[j], e.spans[i] }
 
 // opMeta is the operator's persisted state besides the rows.
 type opMeta struct {
@@ -121,7 +154,8 @@ type opMeta struct {
 	// Horizon per side: every row with an earlier time has been evicted,
 	// and the time index holds nothing before it.
 	Horizon [2]int64 `json:"horizon"`
-	// Rows and Bytes per side (keys and values of both keyspaces).
+	// Rows and Bytes per side (each row's keys in both keyspaces, its entry
+	// and index value, as written, before compression).
 	Rows  [2]int64 `json:"rows"`
 	Bytes [2]int64 `json:"bytes"`
 }
@@ -165,16 +199,7 @@ func OpenOperator(dir string, cfg OperatorConfig) (*Operator, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("join: state directory: %w", err)
 	}
-	opts := &pebble.Options{
-		FormatMajorVersion: pebble.FormatNewest,
-		CacheSize:          cfg.CacheBytes,
-		MemTableSize:       64 << 20,
-		Logger:             pebbleLogger{cfg.Logger},
-	}
-	for i := range opts.Levels {
-		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	db, err := pebble.Open(dir, opts)
+	db, err := pebble.Open(dir, stateOptions(cfg.Logger, cfg.CacheBytes))
 	if err != nil {
 		return nil, fmt.Errorf("join: opening the state in %s: %w (is another sluice process using it?)", dir, err)
 	}
@@ -186,9 +211,47 @@ func OpenOperator(dir string, cfg OperatorConfig) (*Operator, error) {
 		db.Close()
 		return nil, err
 	}
-	o.b = db.NewIndexedBatch()
+	o.newBatches()
 	o.publish()
 	return o, nil
+}
+
+// stateOptions are the Pebble options of a join's state.
+func stateOptions(log *slog.Logger, cacheBytes int64) *pebble.Options {
+	opts := &pebble.Options{
+		FormatMajorVersion: pebble.FormatNewest,
+		CacheSize:          cacheBytes,
+		MemTableSize:       64 << 20,
+		Logger:             pebbleLogger{log},
+		Merger:             stateMerger,
+	}
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return opts
+}
+
+func (o *Operator) newBatches() {
+	o.b, o.ev, o.out = o.db.NewIndexedBatch(), o.db.NewBatch(), o.db.NewBatch()
+}
+
+func (o *Operator) closeBatches() {
+	o.b.Close()
+	o.ev.Close()
+	o.out.Close()
+}
+
+// readable folds pending eviction deletes into the indexed batch, so that
+// reads see them (only when a read follows an Advance before a Commit).
+func (o *Operator) readable() error {
+	if o.ev.Empty() {
+		return nil
+	}
+	if err := o.b.Apply(o.ev, nil); err != nil {
+		return err
+	}
+	o.ev.Reset()
+	return nil
 }
 
 func (o *Operator) loadMeta(dir string) error {
@@ -236,7 +299,7 @@ func (o *Operator) Close() error {
 	if o.db == nil {
 		return nil
 	}
-	o.b.Close()
+	o.closeBatches()
 	err := o.db.Close()
 	o.db = nil
 	return err
@@ -262,6 +325,9 @@ func (o *Operator) horizon(s Side, a int64) int64 {
 // is joined with the other side's rows of its key within the bounds (each
 // pair goes to emit) and kept until the watermark passes it.
 func (o *Operator) Add(s Side, r *Row, emit func(*Output) error) error {
+	if err := o.readable(); err != nil {
+		return err
+	}
 	if r.Time < o.accept() {
 		o.pend.late++
 		if o.cfg.OnLate != nil {
@@ -362,45 +428,28 @@ func (o *Operator) probe(s Side, r *Row, emit func(*Output) error) (bool, error)
 	return matched, nil
 }
 
-// store appends r to its (key, time) entries and counts it in the index.
+// store appends r to its (key, time) entries and counts it in the index,
+// with two merge operands (no read).
 func (o *Operator) store(s Side, r *Row, matched bool) error {
 	o.kbuf = entriesKey(o.kbuf[:0], s, r.Key, r.Time)
-	old, closer, err := o.b.Get(o.kbuf)
-	count, oldLen := 0, 0
-	switch {
-	case errors.Is(err, pebble.ErrNotFound):
-		o.vbuf = append(o.vbuf[:0], entriesVersion)
-	case err != nil:
-		return err
-	default:
-		o.ents, err = decodeEntries(o.ents, r.Time, old)
-		if err != nil {
-			closer.Close()
-			return fmt.Errorf("%w (key %x)", err, o.kbuf)
-		}
-		count, oldLen = len(o.ents), len(old)
-		o.vbuf = append(o.vbuf[:0], old...)
-		closer.Close()
-	}
-	o.vbuf = appendEntry(o.vbuf, matched, r.ID, r.Data)
-	if err := o.b.Set(o.kbuf, o.vbuf, nil); err != nil {
+	o.vbuf = appendEntry(append(o.vbuf[:0], entriesVersion), matched, r.ID, r.Data)
+	if err := o.b.Merge(o.kbuf, o.vbuf, nil); err != nil {
 		return err
 	}
 	o.kbuf2 = indexKey(o.kbuf2[:0], s, r.Time, r.Key)
 	var iv [20]byte
-	val := appendIndexValue(iv[:0], count+1, len(o.vbuf))
-	if err := o.b.Set(o.kbuf2, val, nil); err != nil {
+	if err := o.b.Merge(o.kbuf2, appendIndexValue(iv[:0], 1, len(o.vbuf)-1), nil); err != nil {
 		return err
 	}
-	if count == 0 {
-		o.cur.Bytes[s] += int64(len(o.kbuf) + len(o.kbuf2) + len(val) + len(o.vbuf))
-	} else {
-		var ov [20]byte
-		o.cur.Bytes[s] += int64(len(o.vbuf)-oldLen) + int64(len(val)-len(appendIndexValue(ov[:0], count, oldLen)))
-	}
 	o.cur.Rows[s]++
+	o.cur.Bytes[s] += rowBytes(len(o.kbuf)) + int64(len(o.vbuf)-1)
 	return nil
 }
+
+// rowBytes is what a row adds to the state besides its entry: its entries
+// key and time-index key (the same length), and about 3 bytes of index
+// value and version.
+func rowBytes(entriesKeyLen int) int64 { return int64(2*entriesKeyLen + 3) }
 
 // Retract removes the rows of side s with join key key and identity id
 // from the state (a delete with events.deletes: retract). Rows already
@@ -409,6 +458,9 @@ func (o *Operator) Retract(s Side, key, id []byte) (int, error) {
 	if key == nil {
 		return 0, nil
 	}
+	if err := o.readable(); err != nil {
+		return 0, err
+	}
 	o.lbuf = append(append(o.lbuf[:0], nsEntries, byte(s)), key...)
 	o.ubuf = prefixEnd(append(o.ubuf[:0], o.lbuf...))
 	it, err := o.b.NewIter(&pebble.IterOptions{LowerBound: o.lbuf, UpperBound: o.ubuf})
@@ -416,11 +468,11 @@ func (o *Operator) Retract(s Side, key, id []byte) (int, error) {
 		return 0, err
 	}
 	type change struct {
-		key        []byte
-		t          int64
-		value      []byte // nil: delete
-		count, was int    // entries after and before
-		old        int    // size of the old value
+		key     []byte
+		t       int64
+		value   []byte // nil: delete
+		count   int    // entries left
+		removed int64  // bytes of the entries removed
 	}
 	var changes []change
 	removed := 0
@@ -441,16 +493,19 @@ func (o *Operator) Retract(s Side, key, id []byte) (int, error) {
 			return 0, fmt.Errorf("%w (key %x)", err, k)
 		}
 		keep := o.ents[:0]
+		c := change{key: append([]byte(nil), k...), t: t}
 		for _, e := range o.ents {
 			if !bytes.Equal(e.ID, id) {
 				keep = append(keep, e)
+				continue
 			}
+			c.removed += rowBytes(len(k)) + int64(len(appendEntry(nil, e.Matched, e.ID, e.Data)))
 		}
 		if len(keep) == len(o.ents) {
 			continue
 		}
 		removed += len(o.ents) - len(keep)
-		c := change{key: append([]byte(nil), k...), t: t, count: len(keep), was: len(o.ents), old: len(v)}
+		c.count = len(keep)
 		if len(keep) > 0 {
 			c.value = encodeEntries(nil, keep)
 		}
@@ -461,7 +516,7 @@ func (o *Operator) Retract(s Side, key, id []byte) (int, error) {
 	}
 	for _, c := range changes {
 		o.kbuf2 = indexKey(o.kbuf2[:0], s, c.t, key)
-		oldIdx := len(appendIndexValue(nil, c.was, c.old))
+		o.cur.Bytes[s] -= c.removed
 		if c.value == nil {
 			if err := o.b.Delete(c.key, nil); err != nil {
 				return 0, err
@@ -469,17 +524,14 @@ func (o *Operator) Retract(s Side, key, id []byte) (int, error) {
 			if err := o.b.Delete(o.kbuf2, nil); err != nil {
 				return 0, err
 			}
-			o.cur.Bytes[s] -= int64(len(c.key) + c.old + len(o.kbuf2) + oldIdx)
 			continue
 		}
 		if err := o.b.Set(c.key, c.value, nil); err != nil {
 			return 0, err
 		}
-		val := appendIndexValue(nil, c.count, len(c.value))
-		if err := o.b.Set(o.kbuf2, val, nil); err != nil {
+		if err := o.b.Set(o.kbuf2, appendIndexValue(nil, c.count, len(c.value)-1), nil); err != nil {
 			return 0, err
 		}
-		o.cur.Bytes[s] += int64(len(c.value)-c.old) + int64(len(val)-oldIdx)
 	}
 	o.cur.Rows[s] -= int64(removed)
 	o.cur.Bytes[s] = max(o.cur.Bytes[s], 0)
@@ -489,7 +541,8 @@ func (o *Operator) Retract(s Side, key, id []byte) (int, error) {
 // Advance moves the watermark to w (microseconds; a w at or below the
 // current watermark does nothing) and evicts every row that can no longer
 // join: rows of outer sides that never joined go to emit with nil for the
-// other side. It returns the number of rows evicted.
+// other side, the left side's first, each side's in (join key, event
+// time) order. It returns the number of rows evicted.
 func (o *Operator) Advance(w int64, emit func(*Output) error) (int, error) {
 	if w <= o.cur.Watermark {
 		return 0, nil
@@ -511,7 +564,12 @@ func (o *Operator) Advance(w int64, emit func(*Output) error) (int, error) {
 	return n, nil
 }
 
-// evict removes side s's rows older than h.
+// evict removes side s's rows older than h: it walks the time index from
+// the side's horizon to h and deletes each entry and its index key. The
+// next pass starts at h, past these tombstones. A pass of more than
+// rangeDeleteFrom index keys removes them with one range deletion instead
+// (fewer tombstones to commit; but range deletions are kept few, since
+// each one makes the next iterators over the memtable slower).
 func (o *Operator) evict(s Side, h int64, emit func(*Output) error) (int, error) {
 	from := o.cur.Horizon[s]
 	if h <= from {
@@ -527,7 +585,8 @@ func (o *Operator) evict(s Side, h int64, emit func(*Output) error) (int, error)
 		return 0, err
 	}
 	outer := o.cfg.Type.outer(s)
-	n := 0
+	o.expired.reset()
+	n, seen := 0, 0
 	var rows, size int64
 	for ok := it.First(); ok; ok = it.Next() {
 		ik := it.Key()
@@ -548,26 +607,33 @@ func (o *Operator) evict(s Side, h int64, emit func(*Output) error) (int, error)
 		}
 		o.kbuf = entriesKey(o.kbuf[:0], s, key, t)
 		if outer {
-			if err := o.emitUnmatched(s, key, t, emit); err != nil {
+			o.expired.add(o.kbuf)
+		}
+		if err := o.ev.Delete(o.kbuf, nil); err != nil {
+			it.Close()
+			return n, err
+		}
+		if seen < rangeDeleteFrom {
+			if err := o.ev.Delete(ik, nil); err != nil {
 				it.Close()
 				return n, err
 			}
 		}
-		if err := o.b.Delete(o.kbuf, nil); err != nil {
-			it.Close()
-			return n, err
-		}
+		seen++
 		n += count
 		rows += int64(count)
-		size += int64(len(o.kbuf) + esize + len(ik) + len(v))
+		size += int64(count)*rowBytes(len(o.kbuf)) + int64(esize)
 	}
 	if err := it.Close(); err != nil {
 		return n, err
 	}
-	if n > 0 {
-		// One range deletion for the whole index range: the next eviction
-		// starts at the horizon and never walks these keys' tombstones.
-		if err := o.b.DeleteRange(o.lbuf, o.ubuf, nil); err != nil {
+	if seen > rangeDeleteFrom {
+		if err := o.ev.DeleteRange(o.lbuf, o.ubuf, nil); err != nil {
+			return n, err
+		}
+	}
+	if outer && o.expired.Len() > 0 {
+		if err := o.emitExpired(s, emit); err != nil {
 			return n, err
 		}
 	}
@@ -577,27 +643,49 @@ func (o *Operator) evict(s Side, h int64, emit func(*Output) error) (int, error)
 	return n, nil
 }
 
-// emitUnmatched emits the rows at (key, t) of side s that never joined
-// (the entries key is in o.kbuf).
-func (o *Operator) emitUnmatched(s Side, key []byte, t int64, emit func(*Output) error) error {
-	v, closer, err := o.b.Get(o.kbuf)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return corrupt("time index names key %x at %d on the %s side, but it has no entries", key, t, s)
-	}
+// rangeDeleteFrom is the number of index keys of an eviction pass beyond
+// which the pass deletes its index range at once.
+const rangeDeleteFrom = 4096
+
+// emitExpired emits the rows of the collected entries keys of side s that
+// never joined, reading the keys in order (one forward sweep of the side's
+// entries, whatever their number).
+func (o *Operator) emitExpired(s Side, emit func(*Output) error) error {
+	sort.Sort(&o.expired)
+	first, last := o.expired.key(0), o.expired.key(o.expired.Len()-1)
+	o.lbuf = append(o.lbuf[:0], first...)
+	o.ubuf = append(append(o.ubuf[:0], last...), 0)
+	it, err := o.b.NewIter(&pebble.IterOptions{LowerBound: o.lbuf, UpperBound: o.ubuf})
 	if err != nil {
 		return err
 	}
-	defer closer.Close()
-	o.ents, err = decodeEntries(o.ents, t, v)
-	if err != nil {
-		return fmt.Errorf("%w (key %x)", err, o.kbuf)
-	}
-	for i := range o.ents {
-		if o.ents[i].Matched {
-			continue
+	defer it.Close()
+	for i := range o.expired.Len() {
+		k := o.expired.key(i)
+		if !it.SeekGE(k) || !bytes.Equal(it.Key(), k) {
+			if err := it.Error(); err != nil {
+				return err
+			}
+			return corrupt("the time index names %x on the %s side, but it has no entries", k, s)
 		}
-		if err := o.emitOne(s, key, &o.ents[i], emit); err != nil {
+		key, t, err := splitEntriesKey(k)
+		if err != nil {
 			return err
+		}
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if o.ents, err = decodeEntries(o.ents, t, v); err != nil {
+			return fmt.Errorf("%w (key %x)", err, k)
+		}
+		for j := range o.ents {
+			if o.ents[j].Matched {
+				continue
+			}
+			if err := o.emitOne(s, key, &o.ents[j], emit); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -615,24 +703,36 @@ func (o *Operator) emitOne(s Side, key []byte, e *Entry, emit func(*Output) erro
 }
 
 // Commit makes the pending changes durable (with sync, on disk before it
-// returns; without, in the write-ahead log's buffer).
+// returns; without, in the write-ahead log's buffer), all at once.
 func (o *Operator) Commit(sync bool) error {
 	meta, err := json.Marshal(&o.cur)
 	if err != nil {
 		return err
 	}
-	if err := o.b.Set(keyOperatorMeta, meta, nil); err != nil {
+	// One batch: the indexed batch's records, then eviction's deletes (which
+	// come after the rows they remove), then the caller's keys and the meta.
+	final := o.b
+	if !o.ev.Empty() || !o.out.Empty() {
+		final = o.db.NewBatchWithSize(len(o.b.Repr()) + len(o.ev.Repr()) + len(o.out.Repr()) + len(meta) + 64)
+		defer final.Close()
+		for _, part := range []*pebble.Batch{o.b, o.ev, o.out} {
+			if err := final.Apply(part, nil); err != nil {
+				return err
+			}
+		}
+	}
+	if err := final.Set(keyOperatorMeta, meta, nil); err != nil {
 		return err
 	}
 	opt := pebble.NoSync
 	if sync {
 		opt = pebble.Sync
 	}
-	if err := o.b.Commit(opt); err != nil {
+	if err := final.Commit(opt); err != nil {
 		return fmt.Errorf("join: committing the state: %w", err)
 	}
-	o.b.Close()
-	o.b = o.db.NewIndexedBatch()
+	o.closeBatches()
+	o.newBatches()
 	o.committed = o.cur
 	st := &o.stats
 	p := o.pend
@@ -650,8 +750,8 @@ func (o *Operator) Commit(sync bool) error {
 
 // Discard drops the pending changes.
 func (o *Operator) Discard() {
-	o.b.Close()
-	o.b = o.db.NewIndexedBatch()
+	o.closeBatches()
+	o.newBatches()
 	o.cur = o.committed
 	o.pend = pending{}
 }
@@ -753,4 +853,87 @@ func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := "pebble: " + fmt.Sprintf(format, args...)
 	p.l.Error(msg)
 	panic(msg)
+}
+
+// stateMerger combines the merge operands of the state: an entries value
+// is the concatenation of its operands' entries, an index value the sum of
+// its operands' counts and sizes. Both are associative, so Pebble may
+// combine any run of operands.
+var stateMerger = &pebble.Merger{
+	Name: "sluice.join.v1",
+	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
+		if len(key) == 0 {
+			return nil, corrupt("merge operand without a key")
+		}
+		switch key[0] {
+		case nsEntries:
+			m := &entriesMerger{}
+			return m, m.MergeNewer(value)
+		case nsIndex:
+			m := &indexMerger{}
+			return m, m.MergeNewer(value)
+		}
+		return nil, corrupt("merge operand for key %x, which is not a row or index key", key)
+	},
+}
+
+// entriesMerger concatenates entries values, older first.
+type entriesMerger struct {
+	parts [][]byte // newest last, each without its version byte
+	size  int
+}
+
+func (m *entriesMerger) check(v []byte) error {
+	if len(v) == 0 || v[0] != entriesVersion {
+		return corrupt("entries merge operand %x has no version %d", v, entriesVersion)
+	}
+	return nil
+}
+
+func (m *entriesMerger) MergeNewer(v []byte) error {
+	if err := m.check(v); err != nil {
+		return err
+	}
+	m.parts = append(m.parts, append([]byte(nil), v[1:]...))
+	m.size += len(v) - 1
+	return nil
+}
+
+func (m *entriesMerger) MergeOlder(v []byte) error {
+	if err := m.check(v); err != nil {
+		return err
+	}
+	m.parts = append(m.parts, nil)
+	copy(m.parts[1:], m.parts)
+	m.parts[0] = append([]byte(nil), v[1:]...)
+	m.size += len(v) - 1
+	return nil
+}
+
+func (m *entriesMerger) Finish(bool) ([]byte, io.Closer, error) {
+	out := make([]byte, 1, 1+m.size)
+	out[0] = entriesVersion
+	for _, p := range m.parts {
+		out = append(out, p...)
+	}
+	return out, nil, nil
+}
+
+// indexMerger sums index values.
+type indexMerger struct{ count, size int }
+
+func (m *indexMerger) MergeNewer(v []byte) error {
+	c, s, err := decodeIndexValue(v)
+	if err != nil {
+		return err
+	}
+	m.count += c
+	m.size += s
+	return nil
+}
+
+func (m *indexMerger) MergeOlder(v []byte) error { return m.MergeNewer(v) }
+
+func (m *indexMerger) Finish(bool) ([]byte, io.Closer, error) {
+	return appendIndexValue(nil, m.count, m.size), nil, nil
 }

@@ -88,7 +88,7 @@ type Sink struct {
 		produced  int // records put in the outbox since the last commit
 		untimed   uint64
 		fresh     bool      // the meta has never been committed
-		deleted   [2]uint64 // outbox records below this seq are deleted
+		deleted   [2]uint64 // outbox records below this seq are deleted (or being)
 		buf       []byte
 		kbuf      []byte
 		vbuf      []byte
@@ -239,6 +239,7 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		s.mu.meta, s.mu.committed = m, m.clone()
 		for i := range 2 {
 			s.mu.deliv[i] = delivery{seq: m.Delivered[i], offset: m.Offset[i]}
+			s.mu.deleted[i] = m.Delivered[i] + 1 // earlier commits deleted the rest
 		}
 	} else {
 		s.mu.op.Discard()
@@ -447,9 +448,12 @@ func (s *Sink) commit(sync bool) error {
 	for i := range 2 {
 		d := s.mu.deliv[i]
 		m.Delivered[i], m.Offset[i] = d.seq, d.offset
-		if d.seq+1 > s.mu.deleted[i] {
-			// Adjacent ranges: the outbox is never read below Delivered.
-			if err := s.mu.op.b.DeleteRange(outboxKey(nil, byte(i), s.mu.deleted[i]), outboxKey(nil, byte(i), d.seq+1), nil); err != nil {
+		// Delivered records leave the outbox (point deletes: range
+		// deletions, one per commit, would pile up in the memtable and
+		// make every new iterator slower).
+		for seq := s.mu.deleted[i]; seq <= d.seq; seq++ {
+			s.mu.kbuf = outboxKey(s.mu.kbuf[:0], byte(i), seq)
+			if err := s.mu.op.out.Delete(s.mu.kbuf, nil); err != nil {
 				return err
 			}
 		}
@@ -458,7 +462,7 @@ func (s *Sink) commit(sync bool) error {
 	if err != nil {
 		return err
 	}
-	if err := s.mu.op.b.Set(keySinkMeta, raw, nil); err != nil {
+	if err := s.mu.op.out.Set(keySinkMeta, raw, nil); err != nil {
 		return err
 	}
 	if err := s.mu.op.Commit(sync); err != nil {
@@ -715,7 +719,7 @@ func (s *Sink) put(i int, r *outboxRecord) error {
 	s.mu.kbuf = outboxKey(s.mu.kbuf[:0], byte(i), seq)
 	s.mu.vbuf = appendOutboxRecord(s.mu.vbuf[:0], r)
 	s.mu.produced++
-	return s.mu.op.b.Set(s.mu.kbuf, s.mu.vbuf, nil)
+	return s.mu.op.out.Set(s.mu.kbuf, s.mu.vbuf, nil)
 }
 
 // deliverAll delivers every outlet's committed outbox.
