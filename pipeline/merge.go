@@ -151,8 +151,12 @@ func (in *input) push(ctx context.Context, it item) error {
 	}
 	it.arrival = in.m.arrivals.Add(1)
 	it.holds = in.holds
-	if in.head > 0 && in.head == len(in.items) {
-		in.items, in.head = in.items[:0], 0
+	if in.head > 0 && (in.head == len(in.items) || in.head >= 64 && in.head >= len(in.items)/2) {
+		// Drop the taken items at the front (a queue that never empties,
+		// as a held one, would otherwise grow by every item it ever had).
+		n := copy(in.items, in.items[in.head:])
+		clear(in.items[n:])
+		in.items, in.head = in.items[:n], 0
 	}
 	in.items = append(in.items, it)
 	in.bytes += it.size
