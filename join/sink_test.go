@@ -172,6 +172,27 @@ type sideLine struct {
 	Row    map[string]json.RawMessage `json:"row"`
 }
 
+// joinedPair names a joined record by its rows' input seqs, as the
+// reference does: "L<seq> R<seq>", with "-" for a null side.
+func joinedPair(t *testing.T, line []byte) string {
+	t.Helper()
+	var l joinedLine
+	if err := json.Unmarshal(line, &l); err != nil {
+		t.Fatalf("%v in %s", err, line)
+	}
+	if l.Join != "orders_payments" || l.Left == nil && l.Right == nil {
+		t.Fatalf("record %s", line)
+	}
+	ls, rs := "-", "-"
+	if l.Left != nil {
+		ls = fmt.Sprintf("L%d", l.Left.Seq)
+	}
+	if l.Right != nil {
+		rs = fmt.Sprintf("R%d", l.Right.Seq)
+	}
+	return ls + " " + rs
+}
+
 // readJoined reads every line of the file sink's segments; it checks that
 // the records are numbered 1..n without gap or repeat and returns them in
 // the reference's form, sorted.
@@ -189,19 +210,12 @@ func readJoined(t *testing.T, glob string) []string {
 		sc := bufio.NewScanner(fh)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
-			var l joinedLine
-			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				t.Fatalf("%s: %v in %s", f, err, sc.Bytes())
+			meta, err := pipeline.ParseMeta(sc.Bytes())
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
 			}
-			seqs = append(seqs, l.Meta.Seq)
-			ls, rs := "-", "-"
-			if l.Left != nil {
-				ls = fmt.Sprintf("L%d", l.Left.Seq)
-			}
-			if l.Right != nil {
-				rs = fmt.Sprintf("R%d", l.Right.Seq)
-			}
-			out = append(out, ls+" "+rs)
+			seqs = append(seqs, meta.Seq)
+			out = append(out, joinedPair(t, sc.Bytes()))
 		}
 		fh.Close()
 	}
@@ -250,6 +264,8 @@ type runner struct {
 	sink     *Sink
 	noSkip   bool // send messages the join already holds (it must skip them)
 	deadPath string
+	// newOut makes the downstream sink (default: a file sink in dir/out).
+	newOut func() pipeline.Sink
 }
 
 func (rn *runner) outPath() string { return filepath.Join(rn.dir, "out", "joined.jsonl") }
@@ -257,8 +273,11 @@ func (rn *runner) outPath() string { return filepath.Join(rn.dir, "out", "joined
 func (rn *runner) open() {
 	t := rn.t
 	rn.epoch++
-	out, err := file.New("joined", file.Config{Path: rn.outPath()}, nil)
-	if err != nil {
+	var out pipeline.Sink
+	var err error
+	if rn.newOut != nil {
+		out = rn.newOut()
+	} else if out, err = file.New("joined", file.Config{Path: rn.outPath()}, nil); err != nil {
 		t.Fatal(err)
 	}
 	opts := SinkOptions{Out: out, Tick: -1, Watermark: func() time.Time {
