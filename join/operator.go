@@ -87,7 +87,8 @@ type OperatorConfig struct {
 // deterministic order: for Add, the other side's rows of the key in event
 // time order (rows of one time in the order they were added); for
 // Advance, the left side's expired rows and then the right side's, each in
-// (event time, key) order. An Operator is not safe for concurrent use.
+// (join key, event time) order (rows of one key and time in the order they
+// were added). An Operator is not safe for concurrent use.
 //
 // Design: each side has two keyspaces, (key, time) → entries, which Add
 // probes with one range read, and the time index (time, key) → count,
