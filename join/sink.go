@@ -227,11 +227,13 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 			return pipeline.Recovery{}, fmt.Errorf("join %s: %w", s.cfg.Name, err)
 		}
 		s.mu.op = op
-		s.op.Store(op)
 		m, ok, err := s.loadMeta()
 		if err != nil {
+			op.Close()
+			s.mu.op = nil
 			return pipeline.Recovery{}, err
 		}
+		s.op.Store(op)
 		if !ok {
 			s.mu.fresh = true
 			m = sinkMeta{Version: sinkMetaVersion, StateID: newStateID(), Next: [2]uint64{1, 1}}
