@@ -368,7 +368,11 @@ func (s *Sink) recoverOutlet(ctx context.Context, i int) error {
 			s.cfg.Name, out.Name(), held, s.cfg.StateDir, produced)
 	}
 	d.seq = held
-	if rec.Offset != "" {
+	// An offset is kept once the sink holds something: the file sink
+	// reports one for an empty sink that its Recover then cannot find
+	// (the segment is created by the first write); starting with no
+	// offset, the recovery of an empty sink reads nothing anyway.
+	if rec.Offset != "" && (d.offset != "" || held > 0) {
 		d.offset = rec.Offset
 	}
 	s.mu.broken[i] = false

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
@@ -704,6 +706,73 @@ func TestSinkEvents(t *testing.T) {
 		}
 		if st.LateRows != 1 || st.UntimedRows != 1 || st.DeadLetters != 2 {
 			t.Errorf("stats %+v", st)
+		}
+	}
+}
+
+// TestSinkCorruptMeta: a damaged sink meta stops Recover with ErrCorrupt,
+// every time it is tried, rather than starting over with an empty one.
+func TestSinkCorruptMeta(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := testConfig(dir, Inner)
+	out, _ := file.New("joined", file.Config{Path: filepath.Join(dir, "out", "j.jsonl")}, nil)
+	s, err := NewSink(cfg, SinkOptions{Out: out, Tick: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recover(ctx, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := pebble.Open(cfg.StateDir, stateOptions(discardLogger, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(keySinkMeta, []byte(`{"version":1,"state_id":"x","next":[0,1]}`), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	out2, _ := file.New("joined", file.Config{Path: filepath.Join(dir, "out", "j.jsonl")}, nil)
+	s2, err := NewSink(cfg, SinkOptions{Out: out2, Tick: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	for range 2 {
+		if _, err := s2.Recover(ctx, 2, ""); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Recover over a damaged meta: %v", err)
+		}
+	}
+	if _, err := s2.Write(ctx, &pipeline.Batch{Epoch: 2}); err == nil {
+		t.Fatal("Write after a failed Recover succeeded")
+	}
+}
+
+// TestSinkRestartBeforeFirstRecord: a join restarted before it has
+// delivered anything recovers (the file sink has no segment yet).
+func TestSinkRestartBeforeFirstRecord(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := testConfig(dir, Inner)
+	var off string
+	for epoch := uint64(1); epoch <= 3; epoch++ {
+		out, _ := file.New("joined", file.Config{Path: filepath.Join(dir, "out", "j.jsonl")}, nil)
+		s, err := NewSink(cfg, SinkOptions{Out: out, Tick: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recover(ctx, epoch, off); err != nil {
+			t.Fatalf("restart %d: %v", epoch, err)
+		}
+		// Input that joins nothing.
+		m := pipeline.Message{Seq: epoch, Source: "shop", DB: "shop", Table: "customers", Op: binlog.OpInsert, EventTime: epoch0,
+			Change: &binlog.Change{Op: binlog.OpInsert, Table: otherTable, After: binlog.Row{binlog.IntValue(1)}}}
+		if off, err = s.Write(ctx, &pipeline.Batch{Epoch: epoch, Messages: []pipeline.Message{m}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
