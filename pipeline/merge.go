@@ -258,10 +258,13 @@ type merger struct {
 	pinBegin position.Position
 
 	arrivals atomic.Uint64
-	align    bool
-	maxSkew  int64
-	maxWait  int64
-	fail     bool
+	// emitted is the watermark of what the builder has been handed (Unix
+	// ns): batches are stamped with it.
+	emitted int64
+	align   bool
+	maxSkew int64
+	maxWait int64
+	fail    bool
 }
 
 func newMerger(p *Pipeline) *merger {
@@ -423,18 +426,34 @@ func (m *merger) pop(in *input) item {
 // watermark computes the low watermark: the minimum over live streaming
 // sources of the event time each has read up to. live is false when no
 // source counts (all snapshotting, stalled or done).
+//
+// It also records the emitted watermark: the same minimum over what the
+// sources have handed to the builder (a source with queued items counts
+// only up to just before its head), with which batches are stamped.
 func (m *merger) watermark(now int64) (wm int64, live bool) {
-	lo, hi := int64(0), int64(0)
+	lo, hi, elo := int64(0), int64(0), int64(0)
 	for _, in := range m.ins {
 		in.mu.Lock()
 		ok := in.streaming && !in.done && !in.stalled
 		pr := in.progress()
+		ep := pr
+		if in.queued() > 0 {
+			for i := in.head; i < len(in.items); i++ {
+				if et := in.items[i].et; et > 0 {
+					ep = min(ep, et-1)
+					break
+				}
+			}
+		}
 		in.mu.Unlock()
 		if !ok || pr == 0 {
 			continue
 		}
 		if !live || pr < lo {
 			lo = pr
+		}
+		if !live || ep < elo {
+			elo = ep
 		}
 		if !live || pr > hi {
 			hi = pr
@@ -444,6 +463,7 @@ func (m *merger) watermark(now int64) (wm int64, live bool) {
 	if live {
 		m.p.watermark.Store(lo)
 		m.p.skew.Store(hi - lo)
+		m.emitted = max(m.emitted, elo)
 	}
 	return lo, live
 }
@@ -502,5 +522,6 @@ func (m *merger) emit(ctx context.Context, in *input, it item) error {
 			m.pin = -1
 		}
 	}
+	m.b.wm = m.emitted
 	return m.b.txn(ctx, in.idx, t, it.et)
 }

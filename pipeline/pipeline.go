@@ -147,8 +147,9 @@ type Pipeline struct {
 	// merger is the current run's (for metrics); nil between runs.
 	merger atomic.Pointer[merger]
 	// watermark is the low watermark (Unix ns); skew the spread of the
-	// live sources' progress (ns).
-	watermark, skew atomic.Int64
+	// live sources' progress (ns); delivered the watermark of what every
+	// sink holds.
+	watermark, skew, delivered atomic.Int64
 }
 
 // New checks cfg and returns a pipeline ready to Run.
@@ -517,6 +518,18 @@ func (p *Pipeline) AddTable(ctx context.Context, source, db, table, where string
 	return fmt.Errorf("the pipeline has no source named %q", source)
 }
 
+// DeliveredWatermark returns the low watermark of what every sink holds:
+// every message with an earlier event time has been written to all sinks
+// (zero before any). Operators that are sinks (the interval join) advance
+// by it: no message still to come to them is older, within the lateness
+// that MariaDB's one-second commit times need.
+func (p *Pipeline) DeliveredWatermark() time.Time {
+	if w := p.delivered.Load(); w > 0 {
+		return time.Unix(0, w)
+	}
+	return time.Time{}
+}
+
 // Watermark returns the pipeline's low watermark: the minimum over live
 // sources of the event time each has read everything up to (zero before
 // any source streams). Event-time operators evict state behind it.
@@ -706,7 +719,10 @@ type batch struct {
 	open *checkpoint.Open
 	// held is set when some message is already held by some sink (after a
 	// recovery with several sources).
-	held       bool
+	held bool
+	// wm is the emitted watermark when the batch was cut: every message
+	// with an earlier event time is in this batch or an earlier one.
+	wm         int64
 	commit     time.Time
 	read       []time.Time
 	inSnapshot bool
@@ -737,6 +753,8 @@ type builder struct {
 	holds [][]hold
 	// open is the transaction being encoded while it is not finished.
 	open *checkpoint.Open
+	// wm is the emitted watermark when the last chunk was handed over.
+	wm int64
 }
 
 // builderSource is one source's encoder and its constant metadata.
@@ -944,6 +962,7 @@ func (b *builder) flush(ctx context.Context) error {
 		o := *b.open
 		bt.open = &o
 	}
+	bt.wm = b.wm
 	return b.w.push(ctx, bt)
 }
 
@@ -1118,6 +1137,7 @@ func (bt *batch) merge(nb *batch) {
 		bt.commit = nb.commit
 	}
 	bt.held = bt.held || nb.held
+	bt.wm = max(bt.wm, nb.wm)
 	bt.inSnapshot = bt.inSnapshot || nb.inSnapshot
 }
 
@@ -1163,6 +1183,9 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		return err
 	}
 	now := w.p.cfg.Now()
+	if bt.wm > w.p.delivered.Load() {
+		w.p.delivered.Store(bt.wm)
+	}
 	st := &w.p.stats
 	st.messages.Add(uint64(len(bt.Messages)))
 	st.batches.Add(1)

@@ -409,10 +409,30 @@ func TestAlignFourShardsOneSlow(t *testing.T) {
 	keep := func(m *pipeline.Message) bool { return true }
 	var off, on skewMeter
 	off.sources, on.sources = names, names
+	// behind is how far a message's event time was behind the delivered
+	// watermark when it was written: the watermark promises that nothing
+	// older is still to come (up to MariaDB's one-second commit times).
+	var (
+		onP    atomic.Pointer[pipeline.Pipeline]
+		behind atomic.Int64
+	)
 	recOff := &recorder{name: "off", keep: keep, onWrite: off.observe}
-	recOn := &recorder{name: "on", keep: keep, onWrite: on.observe}
+	recOn := &recorder{name: "on", keep: keep, onWrite: func(now time.Time, ms []pipeline.Message) {
+		on.observe(now, ms)
+		p := onP.Load()
+		if p == nil {
+			return
+		}
+		wm := p.DeliveredWatermark()
+		for i := range ms {
+			if et := ms[i].EventTime; !et.IsZero() && !wm.IsZero() && wm.Sub(et) > time.Duration(behind.Load()) {
+				behind.Store(int64(wm.Sub(et)))
+			}
+		}
+	}}
 	pOff := runSources(t, "align-off", shards, pipeline.AlignConfig{}, recOff)
 	pOn := runSources(t, "align-on", shards, pipeline.AlignConfig{MaxSkew: maxSkew}, recOn)
+	onP.Store(pOn.p)
 	pOff.waitStreaming(t)
 	pOn.waitStreaming(t)
 
@@ -474,6 +494,10 @@ func TestAlignFourShardsOneSlow(t *testing.T) {
 	}
 	if c.Held == 0 {
 		t.Error("alignment held nothing back")
+	}
+	t.Logf("the delivered watermark was ahead of a later message's event time by at most %v", time.Duration(behind.Load()))
+	if b := time.Duration(behind.Load()); b > time.Second {
+		t.Errorf("a message came %v behind the delivered watermark (more than the one-second timestamps allow)", b)
 	}
 	st := pOn.p.Status()
 	if st.Watermark.IsZero() || time.Since(st.Watermark) > 10*time.Second {
