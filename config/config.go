@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	joinpkg "github.com/sluice-cdc/sluice/join"
 )
 
 // Config is the whole file.
@@ -27,9 +29,12 @@ type Config struct {
 	Source  Source   `yaml:"source"`
 	Sources []Source `yaml:"sources"`
 	// Align keeps several sources together in event time.
-	Align      Align      `yaml:"align"`
-	Sinks      []Sink     `yaml:"sinks"`
-	Checkpoint Checkpoint `yaml:"checkpoint"`
+	Align Align  `yaml:"align"`
+	Sinks []Sink `yaml:"sinks"`
+	// Joins are event-time interval joins (docs/JOIN.md); each writes its
+	// records to a sink of Sinks that only it uses.
+	Joins      []joinpkg.Config `yaml:"joins"`
+	Checkpoint Checkpoint       `yaml:"checkpoint"`
 	// Coordinator elects one leader among the pipeline's processes.
 	Coordinator Coordinator `yaml:"coordinator"`
 	Admin       Admin       `yaml:"admin"`
@@ -89,6 +94,9 @@ type Sink struct {
 	NATS  yaml.Node `yaml:"nats"`
 	// Line is where the sink is defined, for messages.
 	Line int `yaml:"-"`
+	// Join names the join whose records (or dead letters) the sink
+	// receives; empty for the pipeline's own sinks. Set by Load.
+	Join string `yaml:"-"`
 }
 
 // FileSink configures the file sink.
@@ -501,6 +509,9 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 			return at(fmt.Sprintf("%q: want stdout, file, kafka, redis or nats", s.Type), "type")
 		}
 	}
+	if err := c.validateJoins(file, doc); err != nil {
+		return err
+	}
 	switch c.Coordinator.Type {
 	case "", "none":
 		c.Coordinator.Type = "none"
@@ -539,6 +550,47 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	case "", "text", "json":
 	default:
 		return bad(fmt.Sprintf("%q: want text or json", c.Log.Format), "log", "format")
+	}
+	return nil
+}
+
+// validateJoins checks each join and that the sinks it names exist and
+// serve it alone.
+func (c *Config) validateJoins(file string, doc *yaml.Node) error {
+	owner := map[string]string{} // sink name -> the join using it
+	for i := range c.Joins {
+		j := &c.Joins[i]
+		at := func(msg string, key ...string) error {
+			path := append([]string{"joins", strconv.Itoa(i)}, key...)
+			return &Error{File: file, Line: lineOf(doc, path...), Key: keyPath(path), Msg: msg}
+		}
+		if err := j.Validate(); err != nil {
+			return at(err.Error())
+		}
+		for _, ref := range []struct{ key, name string }{{"sink", j.Sink}, {"late", j.Late}} {
+			if ref.name == "" || ref.key == "late" && ref.name == joinpkg.LateDrop {
+				continue
+			}
+			found := false
+			for _, s := range c.Sinks {
+				found = found || s.Name == ref.name
+			}
+			if !found {
+				return at(fmt.Sprintf("%q is not the name of a sink under sinks:; add one (e.g. {name: %s, type: file, file: {path: %s.jsonl}})", ref.name, ref.name, ref.name), ref.key)
+			}
+			if o, ok := owner[ref.name]; ok {
+				return at(fmt.Sprintf("sink %q is already used by join %s; each join needs sinks of its own", ref.name, o), ref.key)
+			}
+			owner[ref.name] = j.Name
+		}
+	}
+	for i := range c.Sinks {
+		if j, ok := owner[c.Sinks[i].Name]; ok {
+			c.Sinks[i].Join = j
+		}
+	}
+	if len(owner) > 0 && len(owner) == len(c.Sinks) {
+		return &Error{File: file, Line: lineOf(doc, "sinks"), Key: "sinks", Msg: "every sink is a join's: add a sink for the pipeline's own changes (e.g. {name: out, type: file, file: {path: out/changes.jsonl}})"}
 	}
 	return nil
 }

@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-cdc/sluice/join"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -16,6 +18,7 @@ import (
 // metrics on each scrape.
 type metrics struct {
 	p        *pipeline.Pipeline
+	joins    []*join.Sink
 	reg      *prometheus.Registry
 	latency  prometheus.Histogram
 	pipeName string
@@ -69,10 +72,19 @@ var (
 	descSkew        = prometheus.NewDesc("sluice_source_skew_seconds", "Spread of the live sources' event times (the leading minus the slowest).", []string{"pipeline"}, nil)
 	descHeld        = prometheus.NewDesc("sluice_align_held_transactions_total", "Transactions that waited for skew alignment.", []string{"pipeline"}, nil)
 	descHoldTime    = prometheus.NewDesc("sluice_align_hold_seconds_total", "Time sources spent held back by skew alignment.", []string{"pipeline"}, nil)
+	descDelivWM     = prometheus.NewDesc("sluice_watermark_delivered_seconds", "Low watermark of what every sink holds (Unix seconds): operators advance by it.", []string{"pipeline"}, nil)
+	descJoinRows    = prometheus.NewDesc("sluice_join_state_rows", "Rows held in a join's state per side.", []string{"pipeline", "join", "side"}, nil)
+	descJoinBytes   = prometheus.NewDesc("sluice_join_state_bytes", "Bytes held in a join's state per side.", []string{"pipeline", "join", "side"}, nil)
+	descJoinEvicted = prometheus.NewDesc("sluice_join_evicted_rows_total", "Rows evicted from a join's state by the watermark.", []string{"pipeline", "join"}, nil)
+	descJoinEvTime  = prometheus.NewDesc("sluice_join_eviction_seconds_total", "Time spent evicting.", []string{"pipeline", "join"}, nil)
+	descJoinLate    = prometheus.NewDesc("sluice_join_late_rows_total", "Rows older than the watermark minus the lateness (dropped or dead-lettered).", []string{"pipeline", "join"}, nil)
+	descJoinOut     = prometheus.NewDesc("sluice_join_records_total", "Joined records delivered (pairs and unmatched outer rows).", []string{"pipeline", "join"}, nil)
+	descJoinWM      = prometheus.NewDesc("sluice_join_watermark_seconds", "The join's committed watermark (Unix seconds).", []string{"pipeline", "join"}, nil)
 )
 
 var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone,
-	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descWatermark, descSkew, descHeld, descHoldTime}
+	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descWatermark, descSkew, descHeld, descHoldTime,
+	descDelivWM, descJoinRows, descJoinBytes, descJoinEvicted, descJoinEvTime, descJoinLate, descJoinOut, descJoinWM}
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
@@ -122,6 +134,24 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	if !st.Watermark.IsZero() {
 		gauge(descWatermark, float64(st.Watermark.UnixNano())/1e9)
 		gauge(descSkew, st.Skew.Seconds())
+	}
+	if wm := m.p.DeliveredWatermark(); !wm.IsZero() {
+		gauge(descDelivWM, float64(wm.UnixNano())/1e9)
+	}
+	for _, j := range m.joins {
+		js := j.Stats()
+		name := strings.TrimPrefix(j.Name(), "join:")
+		for side, label := range []string{"left", "right"} {
+			gauge(descJoinRows, float64(js.Rows[side]), name, label)
+			gauge(descJoinBytes, float64(js.Bytes[side]), name, label)
+		}
+		counter(descJoinEvicted, float64(js.EvictedRows), name)
+		counter(descJoinEvTime, js.EvictionTime.Seconds(), name)
+		counter(descJoinLate, float64(js.LateRows), name)
+		counter(descJoinOut, float64(js.Outputs), name)
+		if !js.Watermark.IsZero() {
+			gauge(descJoinWM, float64(js.Watermark.UnixNano())/1e9, name)
+		}
 	}
 	for _, s := range st.Sources {
 		if !s.EventTime.IsZero() {

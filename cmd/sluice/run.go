@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/join"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/sink/file"
 	"github.com/sluice-cdc/sluice/snapshot"
@@ -81,10 +82,17 @@ func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint
 		}
 		srcs = append(srcs, src)
 	}
-	sinks, err := buildSinks(path, cfg)
+	built, err := buildSinks(path, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
+	var p *pipeline.Pipeline
+	sinks, joins, err := buildJoins(cfg, built, func() time.Time { return p.DeliveredWatermark() })
+	if err != nil {
+		closeSinks(built)
+		return nil, nil, err
+	}
+	m.joins = joins
 	pcfg := pipeline.Config{
 		Name:    cfg.Pipeline,
 		Sources: srcs,
@@ -103,7 +111,6 @@ func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint
 		Logger:          slog.Default(),
 		OnDelivered:     m.delivered,
 	}
-	var p *pipeline.Pipeline
 	progress := newProgressReporter()
 	for i := range pcfg.Sources {
 		name := pcfg.Sources[i].Name
@@ -119,6 +126,36 @@ func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint
 	}
 	m.p = p
 	return p, sinks, nil
+}
+
+// buildJoins wraps each join's sinks into the join's own sink (named
+// join:NAME) and returns the pipeline's sinks: the joins' and the sinks no
+// join uses. The joins own their sinks.
+func buildJoins(cfg *config.Config, built []pipeline.Sink, watermark func() time.Time) ([]pipeline.Sink, []*join.Sink, error) {
+	byName := map[string]pipeline.Sink{}
+	for _, s := range built {
+		byName[s.Name()] = s
+	}
+	var out []pipeline.Sink
+	for i, sc := range cfg.Sinks {
+		if sc.Join == "" {
+			out = append(out, built[i])
+		}
+	}
+	var joins []*join.Sink
+	for _, jc := range cfg.Joins {
+		opts := join.SinkOptions{Out: byName[jc.Sink], Watermark: watermark, Logger: slog.Default().With("join", jc.Name)}
+		if jc.Late != "" && jc.Late != join.LateDrop {
+			opts.DeadLetter = byName[jc.Late]
+		}
+		js, err := join.NewSink(jc, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		joins = append(joins, js)
+		out = append(out, js)
+	}
+	return out, joins, nil
 }
 
 // sourceConfig turns one source block into the pipeline's source; an
@@ -184,6 +221,12 @@ func buildSinks(path string, cfg *config.Config) ([]pipeline.Sink, error) {
 }
 
 func buildSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Sink, error) {
+	if sc.Join != "" {
+		// A join numbers its records itself: its sinks recover and fence
+		// as a pipeline of their own (Kafka's transactional id, Redis'
+		// high-water key, NATS' stream).
+		pipelineName += ".join." + sc.Join
+	}
 	switch sc.Type {
 	case "stdout":
 		return file.NewStdout(sc.Name, os.Stdout), nil
