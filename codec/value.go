@@ -210,7 +210,7 @@ func appendTimestamp(dst []byte, sec int64, micro uint32, frac int) []byte {
 			days--
 			rem += 86400
 		}
-		y, m, d := civil(days)
+		y, m, d := binlog.CivilFromDays(days)
 		if y < 0 {
 			dst = append(dst, '-')
 			y = -y
@@ -225,31 +225,6 @@ func appendTimestamp(dst []byte, sec int64, micro uint32, frac int) []byte {
 	}
 	dst = appendFrac(dst, micro, frac)
 	return append(dst, 'Z', '"')
-}
-
-// civil converts days since 1970-01-01 to a proleptic Gregorian date
-// (Howard Hinnant's days_from_civil inverse).
-func civil(days int64) (year int64, month, day int) {
-	z := days + 719468
-	era := z / 146097
-	if z < 0 && z%146097 != 0 {
-		era--
-	}
-	doe := z - era*146097                                  // [0, 146096]
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // [0, 399]
-	doy := doe - (365*yoe + yoe/4 - yoe/100)               // [0, 365]
-	mp := (5*doy + 2) / 153                                // [0, 11]
-	day = int(doy - (153*mp+2)/5 + 1)
-	if mp < 10 {
-		month = int(mp + 3)
-	} else {
-		month = int(mp - 9)
-	}
-	year = yoe + era*400
-	if month <= 2 {
-		year++
-	}
-	return year, month, day
 }
 
 // appendTime appends a TIME value, signed microseconds, as

@@ -81,7 +81,7 @@ func AppendKeyValue(dst []byte, col *binlog.Column, v binlog.Value) ([]byte, boo
 		return appendDateTimeKey(dst, v.DateTime()), true
 	case binlog.KindTimestamp:
 		sec, micro := v.Timestamp()
-		return appendDateTimeKey(dst, timestampCivil(sec, micro)), true
+		return appendDateTimeKey(dst, binlog.UTCDateTime(sec, micro)), true
 	case binlog.KindTime:
 		dst = append(dst, tagTime)
 		return binary.BigEndian.AppendUint64(dst, uint64(v.Duration())^(1<<63)), true
@@ -246,68 +246,6 @@ func appendDateTimeKey(dst []byte, dt binlog.DateTime) []byte {
 		uint64(dt.Hour&0x1F)<<32 | uint64(dt.Day&0x1F)<<37 | uint64(dt.Month&0x0F)<<42 | uint64(dt.Year)<<46
 	dst = append(dst, tagDateTime)
 	return binary.BigEndian.AppendUint64(dst, n)
-}
-
-// timestampCivil turns a TIMESTAMP (Unix seconds, UTC) into its UTC date
-// and time; the zero TIMESTAMP is the zero DATETIME.
-func timestampCivil(sec int64, micro uint32) binlog.DateTime {
-	if sec == 0 && micro == 0 {
-		return binlog.DateTime{}
-	}
-	days, rem := sec/86400, sec%86400
-	if rem < 0 {
-		days--
-		rem += 86400
-	}
-	y, m, d := civilFromDays(days)
-	return binlog.DateTime{
-		Date: binlog.Date{Year: uint16(y), Month: uint8(m), Day: uint8(d)},
-		Hour: uint8(rem / 3600), Minute: uint8(rem / 60 % 60), Second: uint8(rem % 60), Micro: micro,
-	}
-}
-
-// civilFromDays converts days since 1970-01-01 to a proleptic Gregorian
-// date (Howard Hinnant's algorithm).
-func civilFromDays(days int64) (year int64, month, day int) {
-	z := days + 719468
-	era := z / 146097
-	if z < 0 && z%146097 != 0 {
-		era--
-	}
-	doe := z - era*146097
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
-	doy := doe - (365*yoe + yoe/4 - yoe/100)
-	mp := (5*doy + 2) / 153
-	day = int(doy - (153*mp+2)/5 + 1)
-	if mp < 10 {
-		month = int(mp + 3)
-	} else {
-		month = int(mp - 9)
-	}
-	year = yoe + era*400
-	if month <= 2 {
-		year++
-	}
-	return year, month, day
-}
-
-// daysFromCivil is the inverse of civilFromDays.
-func daysFromCivil(y int64, m, d int) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 && y%400 != 0 {
-		era--
-	}
-	yoe := y - era*400
-	mp := int64(m + 9)
-	if m > 2 {
-		mp = int64(m - 3)
-	}
-	doy := (153*mp+2)/5 + int64(d) - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return era*146097 + doe - 719468
 }
 
 // keyElementEnd returns the length of the first element of an encoded key,

@@ -176,7 +176,7 @@ func eventTimeOf(col *binlog.Column, v binlog.Value) (t int64, ok bool, err erro
 		if d.Year == 0 || d.Month == 0 || d.Day == 0 || d.Month > 12 || d.Day > 31 {
 			return 0, false
 		}
-		days := daysFromCivil(int64(d.Year), int(d.Month), int(d.Day))
+		days := binlog.DaysFromCivil(int64(d.Year), int(d.Month), int(d.Day))
 		return ((days*24+int64(h))*60+int64(m))*60*1e6 + int64(s)*1e6 + int64(us), true
 	}
 	switch v.Kind() {

@@ -249,7 +249,7 @@ func keyArg(v binlog.Value) any {
 		return string(appendDateTime(nil, v.DateTime()))
 	case binlog.KindTimestamp:
 		sec, micro := v.Timestamp()
-		return string(appendDateTime(nil, utcDateTime(sec, micro)))
+		return string(appendDateTime(nil, binlog.UTCDateTime(sec, micro)))
 	case binlog.KindTime:
 		return string(appendTime(nil, v.Duration()))
 	case binlog.KindString, binlog.KindBytes, binlog.KindJSON, binlog.KindGeometry:
@@ -533,47 +533,4 @@ func appendTime(dst []byte, us int64) []byte {
 	}
 	s := u / 1000000
 	return codec.AppendClock(dst, s/3600, s/60%60, s%60, uint32(u%1000000))
-}
-
-// utcDateTime converts Unix seconds to the UTC calendar; the zero
-// timestamp (0, 0) is the zero DATETIME, as the server writes it.
-func utcDateTime(sec int64, micro uint32) binlog.DateTime {
-	if sec == 0 && micro == 0 {
-		return binlog.DateTime{}
-	}
-	days, rem := sec/86400, sec%86400
-	if rem < 0 {
-		days--
-		rem += 86400
-	}
-	y, m, d := civilFromDays(days)
-	return binlog.DateTime{
-		Date: binlog.Date{Year: uint16(y), Month: uint8(m), Day: uint8(d)},
-		Hour: uint8(rem / 3600), Minute: uint8(rem / 60 % 60), Second: uint8(rem % 60),
-		Micro: micro,
-	}
-}
-
-// civilFromDays is the inverse of daysFromCivil.
-func civilFromDays(days int64) (y, m, d int64) {
-	z := days + 719468
-	era := z / 146097
-	if z < 0 && z%146097 != 0 {
-		era--
-	}
-	doe := z - era*146097
-	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
-	doy := doe - (365*yoe + yoe/4 - yoe/100)
-	mp := (5*doy + 2) / 153
-	d = doy - (153*mp+2)/5 + 1
-	if mp < 10 {
-		m = mp + 3
-	} else {
-		m = mp - 9
-	}
-	y = yoe + era*400
-	if m <= 2 {
-		y++
-	}
-	return y, m, d
 }

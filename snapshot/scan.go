@@ -463,7 +463,7 @@ func (s *scanner) convertOther(i int, cv conv, b []byte) (binlog.Value, error) {
 		if dt.Month < 1 || dt.Month > 12 || dt.Day < 1 || dt.Day > 31 {
 			return binlog.Value{}, s.badValue(col, b)
 		}
-		sec := daysFromCivil(int64(dt.Year), int64(dt.Month), int64(dt.Day))*86400 +
+		sec := binlog.DaysFromCivil(int64(dt.Year), int(dt.Month), int(dt.Day))*86400 +
 			int64(dt.Hour)*3600 + int64(dt.Minute)*60 + int64(dt.Second)
 		return binlog.TimestampValue(sec, dt.Micro), nil
 	case opTime:
@@ -583,23 +583,6 @@ func binaryTime(b []byte) (int64, bool) {
 		us = -us
 	}
 	return us, true
-}
-
-// daysFromCivil returns the days since 1970-01-01 of a proleptic
-// Gregorian date (Howard Hinnant's algorithm).
-func daysFromCivil(y, m, d int64) int64 {
-	if m <= 2 {
-		y--
-	}
-	era := y / 400
-	if y < 0 && y%400 != 0 {
-		era--
-	}
-	yoe := y - era*400
-	mp := (m + 9) % 12
-	doy := (153*mp+2)/5 + d - 1
-	doe := yoe*365 + yoe/4 - yoe/100 + doy
-	return era*146097 + doe - 719468
 }
 
 // fieldTypeName names a result field's type for error messages.

@@ -2,32 +2,9 @@ package snapshot
 
 import (
 	"testing"
-	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
 )
-
-func TestCivil(t *testing.T) {
-	for _, ts := range []time.Time{
-		time.Date(1970, 1, 1, 0, 0, 1, 0, time.UTC), time.Date(2038, 1, 19, 3, 14, 7, 0, time.UTC),
-		time.Date(2106, 2, 7, 6, 28, 15, 0, time.UTC), time.Date(2000, 2, 29, 12, 0, 0, 0, time.UTC),
-		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC),
-		time.Date(1900, 3, 1, 0, 0, 0, 0, time.UTC),
-	} {
-		days := daysFromCivil(int64(ts.Year()), int64(ts.Month()), int64(ts.Day()))
-		if want := ts.Unix() / 86400; ts.Unix() >= 0 && days != want {
-			t.Errorf("%v: %d days, want %d", ts, days, want)
-		}
-		y, m, d := civilFromDays(days)
-		if y != int64(ts.Year()) || m != int64(ts.Month()) || d != int64(ts.Day()) {
-			t.Errorf("%v: back to %d-%d-%d", ts, y, m, d)
-		}
-		dt := utcDateTime(ts.Unix(), 5)
-		if ts.Unix() > 0 && (int(dt.Year) != ts.Year() || int(dt.Hour) != ts.Hour() || int(dt.Second) != ts.Second() || dt.Micro != 5) {
-			t.Errorf("%v: utcDateTime %+v", ts, dt)
-		}
-	}
-}
 
 func TestBinaryTemporal(t *testing.T) {
 	dt, ok := binaryDateTime([]byte{0xe4, 0x07, 2, 29, 23, 59, 58, 0x3f, 0x42, 0x0f, 0})
