@@ -108,16 +108,7 @@ buffer: {batch_bytes: 16KiB}
 			time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond)
 		}
 	}()
-	n := kills()
-	for i := range n {
-		time.Sleep(time.Duration(300+rand.IntN(900)) * time.Millisecond)
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		t.Logf("kill %d/%d after %d orders", i+1, n, orders.Load())
-		cmd = e.start(t, log)
-	}
+	cmd = e.killRestart(t, cmd, log, func() string { return fmt.Sprintf("%d orders", orders.Load()) })
 	close(stop)
 	wg.Wait()
 	if werr != nil {
@@ -155,7 +146,7 @@ buffer: {batch_bytes: 16KiB}
 		l := log.String()
 		t.Fatalf("joined records differ from the SQL join: %d records, %d pairs expected\n got %v\nwant %v\n%s", len(got), len(want), head(got), head(want), l[max(0, len(l)-4000):])
 	}
-	t.Logf("%d orders; %d joined records, each exactly once, numbered 1..%d, after %d kills", orders.Load(), len(got), len(got), n)
+	t.Logf("%d orders; %d joined records, each exactly once, numbered 1..%d, after %d kills", orders.Load(), len(got), len(got), kills())
 	if len(want) < 50 {
 		t.Fatalf("only %d pairs: the test joined too little to mean anything", len(want))
 	}

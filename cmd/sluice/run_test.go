@@ -146,6 +146,24 @@ func kills() int {
 	return 6
 }
 
+// killRestart kills `sluice run` with -9 kills() times, each after a
+// random 200–1000 ms, and starts it again; it returns the last process.
+// progress says how far the writes got, for the log.
+func (e *runEnv) killRestart(t *testing.T, cmd *exec.Cmd, log io.Writer, progress func() string) *exec.Cmd {
+	t.Helper()
+	n := kills()
+	for i := range n {
+		time.Sleep(time.Duration(200+rand.IntN(800)) * time.Millisecond)
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		t.Logf("kill %d/%d after %s", i+1, n, progress())
+		cmd = e.start(t, log)
+	}
+	return cmd
+}
+
 // TestRunKill9ExactlyOnce: under continuous writes, kill -9 `sluice run`
 // at random moments and restart it; every sink then holds every source
 // transaction exactly once, in order.
@@ -182,16 +200,7 @@ func TestRunKill9ExactlyOnce(t *testing.T) {
 			time.Sleep(time.Duration(rand.IntN(3)) * time.Millisecond)
 		}
 	}()
-	n := kills()
-	for i := range n {
-		time.Sleep(time.Duration(200+rand.IntN(800)) * time.Millisecond)
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		t.Logf("kill %d/%d after %d transactions", i+1, n, e.w.N())
-		cmd = e.start(t, log)
-	}
+	cmd = e.killRestart(t, cmd, log, func() string { return fmt.Sprintf("%d transactions", e.w.N()) })
 	close(stop)
 	wg.Wait()
 	if werr != nil {

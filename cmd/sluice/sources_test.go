@@ -142,16 +142,9 @@ buffer: {batch_bytes: 16KiB}
 			}
 		}()
 	}
-	n := kills()
-	for i := range n {
-		time.Sleep(time.Duration(200+rand.IntN(800)) * time.Millisecond)
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		t.Logf("kill %d/%d after %d and %d transactions", i+1, n, writers[0].N(), writers[1].N())
-		cmd = e.start(t, log)
-	}
+	cmd = e.killRestart(t, cmd, log, func() string {
+		return fmt.Sprintf("%d and %d transactions", writers[0].N(), writers[1].N())
+	})
 	close(stop)
 	wg.Wait()
 	for _, err := range errs {
