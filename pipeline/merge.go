@@ -104,6 +104,9 @@ type input struct {
 	// everything (from clock samples matched by positions read); both Unix
 	// ns in sluice's clock.
 	read, caught int64
+	// sampled is the latest clock sample whose position the stream has
+	// passed: every later transaction committed after it.
+	sampled int64
 	// alive is when the source last handed something over, or was found
 	// waiting for queue space (Unix ns).
 	alive int64
@@ -175,6 +178,12 @@ func (in *input) txn(ctx context.Context, t *binlog.Txn) error {
 	in.mu.Lock()
 	if !t.Snapshot {
 		in.streaming = true
+		if it.et > 0 && in.sampled > it.et {
+			// The transaction comes after a sampled position, so it
+			// committed after that sample's time: finer than MariaDB's
+			// whole seconds (which truncate).
+			it.et = in.sampled
+		}
 		if it.et > in.read {
 			in.read = it.et
 		}
@@ -232,6 +241,7 @@ func (in *input) matchSamples() {
 		if s.at > in.caught {
 			in.caught = s.at
 		}
+		in.sampled = max(in.sampled, s.at)
 		n++
 	}
 	if n > 0 {
