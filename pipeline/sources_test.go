@@ -31,41 +31,26 @@ type shard struct {
 // app.t (the write load) and app.moves (rows moving between shards).
 func startShards(t *testing.T, n int, opts ...testenv.MariaDBOptions) []*shard {
 	t.Helper()
-	out := make([]*shard, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o := testenv.MariaDBOptions{ServerID: uint32(i + 1)}
-			if i < len(opts) {
-				o = opts[i]
-				o.ServerID = uint32(i + 1)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			db, err := testenv.Start(ctx, o)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			out[i] = &shard{name: fmt.Sprintf("shard%d", i+1), db: db}
-			errs[i] = db.Exec(ctx, "CREATE DATABASE app",
-				"CREATE TABLE app.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL)",
-				"CREATE TABLE app.moves (id INT PRIMARY KEY, v INT NOT NULL)",
-				"CREATE TABLE app.big (id INT PRIMARY KEY, pad CHAR(40) NOT NULL)")
-		}()
+	all := make([]testenv.MariaDBOptions, n)
+	for i := range all {
+		if i < len(opts) {
+			all[i] = opts[i]
+		}
+		all[i].ServerID = uint32(i + 1)
 	}
-	wg.Wait()
-	for i, s := range out {
-		if s != nil {
-			t.Cleanup(func() { s.db.Close() })
-			s.proxy = testenv.NewFaultProxy(t, s.db.Addr())
-		}
-		if errs[i] != nil {
-			t.Fatal(errs[i])
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dbs, err := testenv.StartMany(ctx, all, "CREATE DATABASE app",
+		"CREATE TABLE app.t (id BIGINT AUTO_INCREMENT PRIMARY KEY, v INT NOT NULL)",
+		"CREATE TABLE app.moves (id INT PRIMARY KEY, v INT NOT NULL)",
+		"CREATE TABLE app.big (id INT PRIMARY KEY, pad CHAR(40) NOT NULL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*shard, n)
+	for i, db := range dbs {
+		t.Cleanup(func() { db.Close() })
+		out[i] = &shard{name: fmt.Sprintf("shard%d", i+1), db: db, proxy: testenv.NewFaultProxy(t, db.Addr())}
 	}
 	return out
 }

@@ -36,32 +36,20 @@ func (s *Shards) Close() {
 // transactions of txnRows short_table rows each: n binlog ranges whose
 // event times overlap.
 func PrepareShards(ctx context.Context, n, txnRows int, d time.Duration, log io.Writer) (*Shards, error) {
-	s := &Shards{DBs: make([]*testenv.MariaDB, n), Ranges: make([]Range, n)}
+	opts := make([]testenv.MariaDBOptions, n)
+	for i := range opts {
+		opts[i] = testenv.MariaDBOptions{ServerID: uint32(i + 1),
+			Extra: []string{"--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M", "--max-binlog-size=1G"}}
+	}
+	dbs, err := testenv.StartMany(ctx, opts, "CREATE DATABASE bench",
+		"CREATE TABLE bench.short_table (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, field1 int NOT NULL, field2 int NOT NULL) ENGINE=InnoDB",
+		"CREATE TABLE bench.lat (id BIGINT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) NOT NULL DEFAULT NOW(6), pad VARCHAR(64) NOT NULL DEFAULT 'steady-load')")
+	if err != nil {
+		return nil, err
+	}
+	s := &Shards{DBs: dbs, Ranges: make([]Range, n)}
 	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			db, err := testenv.Start(ctx, testenv.MariaDBOptions{ServerID: uint32(i + 1),
-				Extra: []string{"--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M", "--max-binlog-size=1G"}})
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			s.DBs[i] = db
-			errs[i] = db.Exec(ctx, "CREATE DATABASE bench",
-				"CREATE TABLE bench.short_table (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, field1 int NOT NULL, field2 int NOT NULL) ENGINE=InnoDB",
-				"CREATE TABLE bench.lat (id BIGINT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) NOT NULL DEFAULT NOW(6), pad VARCHAR(64) NOT NULL DEFAULT 'steady-load')")
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
 	for i, db := range s.DBs {
 		wg.Add(1)
 		go func() {

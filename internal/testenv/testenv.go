@@ -172,6 +172,33 @@ func StartT(t testing.TB, opts MariaDBOptions) *MariaDB {
 	return m
 }
 
+// StartMany starts one server per options at once, then runs setup on each
+// (once it accepts connections). On an error it closes what it started.
+func StartMany(ctx context.Context, opts []MariaDBOptions, setup ...string) ([]*MariaDB, error) {
+	dbs := make([]*MariaDB, len(opts))
+	errs := make([]error, len(opts))
+	var wg sync.WaitGroup
+	for i, o := range opts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if dbs[i], errs[i] = Start(ctx, o); errs[i] == nil && len(setup) > 0 {
+				errs[i] = dbs[i].Exec(ctx, setup...)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		for _, db := range dbs {
+			if db != nil {
+				db.Close()
+			}
+		}
+		return nil, err
+	}
+	return dbs, nil
+}
+
 // Start installs MariaDB if needed (see EnsureMariaDB), creates a fresh data
 // directory in a new temporary directory and starts mariadbd on a free port
 // of 127.0.0.1. It returns once the server accepts connections and root can
