@@ -546,13 +546,13 @@ func (s *Sink) tableInfo(side Side, t *binlog.Table) (*tableInfo, error) {
 	for _, c := range sp.key {
 		i := t.ColumnIndex(c)
 		if i < 0 {
-			return nil, fmt.Errorf("table %s has no column %q (%s.key of join %s); fix the join's key columns", t.QualifiedName(), c, side, s.cfg.Name)
+			return nil, fmt.Errorf("table %s has no column %q (%s.key of join %s); fix the join's key columns: %w", t.QualifiedName(), c, side, s.cfg.Name, pipeline.ErrPermanent)
 		}
 		ti.key = append(ti.key, i)
 	}
 	if sp.timeCol != "" {
 		if ti.timeCol = t.ColumnIndex(sp.timeCol); ti.timeCol < 0 {
-			return nil, fmt.Errorf("table %s has no column %q (%s.time of join %s); name a time column of the table, or use time: commit", t.QualifiedName(), sp.timeCol, side, s.cfg.Name)
+			return nil, fmt.Errorf("table %s has no column %q (%s.time of join %s); name a time column of the table, or use time: commit: %w", t.QualifiedName(), sp.timeCol, side, s.cfg.Name, pipeline.ErrPermanent)
 		}
 	}
 	if len(s.mu.tables) > 4096 {
@@ -615,7 +615,7 @@ func (s *Sink) apply(side Side, m *pipeline.Message, ch *binlog.Change) error {
 			v = valueAt(fallback, ti.timeCol)
 		}
 		if t, ok, err = eventTimeOf(&ch.Table.Columns[ti.timeCol], v); err != nil {
-			return fmt.Errorf("%s side of join %s: %w", side, s.cfg.Name, err)
+			return fmt.Errorf("%s side of join %s: %w", side, s.cfg.Name, errors.Join(err, pipeline.ErrPermanent))
 		}
 	}
 	key, keyJSON := s.key(ti, ch.Table, row, fallback)

@@ -81,13 +81,19 @@ func (b *Batch) LastSeq() uint64 {
 // epoch (another leader) has written to it. The pipeline stops at once.
 var ErrFenced = errors.New("fenced: a newer leader (higher epoch) has written to this sink")
 
+// ErrPermanent marks a sink error that retrying cannot fix (a join whose
+// key column is not in the table, say): the pipeline stops with it instead
+// of retrying. Wrap it: fmt.Errorf("...: %w", ErrPermanent) or with
+// errors.Join.
+var ErrPermanent = errors.New("permanent (retrying cannot fix it; fix the config and restart)")
+
 // Sink is a destination of the pipeline.
 //
 // The pipeline calls Recover once, before any Write, then Write for each
 // batch in order from one goroutine. Write returns only when the batch is
 // durable in the sink (or an error); the offset it returns is saved in the
 // checkpoint and handed back to Recover after a restart. A sink that
-// returns an error other than ErrFenced is retried with the same batch,
+// returns an error other than ErrFenced or ErrPermanent is retried with the same batch,
 // after Recover has been called again; it must therefore tolerate a batch
 // that was partly written before the error (recovery reports what it holds
 // and the pipeline skips what is already there).

@@ -377,7 +377,7 @@ func (p *Pipeline) recoverSink(ctx context.Context, s Sink, epoch uint64, offset
 			}
 			return rec, nil
 		}
-		if errors.Is(err, ErrFenced) {
+		if errors.Is(err, ErrFenced) || errors.Is(err, ErrPermanent) {
 			return rec, fmt.Errorf("sink %s: %w", s.Name(), err)
 		}
 		if ctx.Err() != nil {
@@ -1312,7 +1312,7 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 			}
 			return nil
 		}
-		if errors.Is(err, ErrFenced) {
+		if errors.Is(err, ErrFenced) || errors.Is(err, ErrPermanent) {
 			return fmt.Errorf("sink %s: %w", s.Name(), err)
 		}
 		if ctx.Err() != nil {

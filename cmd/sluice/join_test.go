@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -195,4 +196,46 @@ func readJoinedPairs(t *testing.T, glob string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestRunJoinMissingColumnStops: a join whose key column is not in the
+// table stops `sluice run` with a message naming the column, instead of
+// retrying the write forever.
+func TestRunJoinMissingColumnStops(t *testing.T) {
+	ctx := context.Background()
+	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	if err := db.Exec(ctx, "CREATE DATABASE shop",
+		"CREATE TABLE shop.orders (id INT PRIMARY KEY, created_at DATETIME(3) NOT NULL)",
+		"CREATE TABLE shop.payments (id INT PRIMARY KEY, order_id INT NOT NULL, paid_at DATETIME(3) NOT NULL)",
+		"INSERT INTO shop.orders VALUES (1, NOW(3))"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`pipeline: shop
+source: {url: %s, server_id: 934, tables: [shop.*]}
+sinks:
+  - {name: out, type: file, file: {path: %s}}
+  - {name: joined, type: file, file: {path: %s}}
+joins:
+  - name: orders_payments
+    left: {table: shop.orders, key: [order_no], time: created_at}
+    right: {table: shop.payments, key: [order_id], time: paid_at}
+    after: 10m
+    sink: joined
+    state_dir: %s
+checkpoint: {path: %s}
+`, db.URL(), filepath.Join(dir, "out", "c.jsonl"), filepath.Join(dir, "joined", "r.jsonl"), filepath.Join(dir, "state"), filepath.Join(dir, "ckpt.json"))
+	path := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(rctx, buildSluice(t), "run", "--config", path).CombinedOutput()
+	if err == nil || rctx.Err() != nil || !strings.Contains(string(out), `table shop.orders has no column "order_no" (left.key of join orders_payments)`) {
+		t.Fatalf("sluice run: %v (timed out: %v)\n%s", err, rctx.Err() != nil, out)
+	}
+	if strings.Count(string(out), "sink write failed; retrying") > 0 {
+		t.Fatalf("the permanent error was retried:\n%s", out)
+	}
 }
