@@ -706,11 +706,11 @@ type batch struct {
 	txns    []*binlog.Txn
 	size    int // bytes counted against the buffer budget
 	encoded int // bytes of the encoded messages
-	// ends are the source positions after the batch's whole transactions
-	// (in order; a later one of a source replaces an earlier), endSeq the
-	// last sequence number at the last of them; set when the batch holds a
-	// transaction end (or moves a snapshot on).
-	ends   []srcEnd
+	// ends holds, per source, the position after the batch's last whole
+	// transaction of that source (zero: none); endSeq is the last sequence
+	// number at the last of them; set when the batch holds a transaction
+	// end (or moves a snapshot on).
+	ends   []position.Position
 	endSeq uint64
 	hasEnd bool
 	// snaps are snapshot states, each saved once the batch is durable.
@@ -726,11 +726,6 @@ type batch struct {
 	commit     time.Time
 	read       []time.Time
 	inSnapshot bool
-}
-
-type srcEnd struct {
-	src int
-	pos position.Position
 }
 
 type srcSnap struct {
@@ -751,8 +746,10 @@ type builder struct {
 	srcs    []builderSource
 	// holds: see plan.holds; nil when no sink holds anything replayed.
 	holds [][]hold
-	// open is the transaction being encoded while it is not finished.
-	open *checkpoint.Open
+	// open is the transaction being encoded while it is not finished
+	// (openSet).
+	open    checkpoint.Open
+	openSet bool
 	// wm is the emitted watermark when the last chunk was handed over.
 	wm int64
 }
@@ -785,10 +782,11 @@ func (b *builder) batch() *batch {
 	}
 	select {
 	case bt := <-b.w.free: // a written batch's memory, reused
-		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends[:0], snaps: bt.snaps[:0]}
+		clear(bt.ends)
+		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends, snaps: bt.snaps[:0]}
 		b.cur = bt
 	default:
-		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2)}
+		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2), ends: make([]position.Position, len(b.srcs))}
 	}
 	return b.cur
 }
@@ -803,7 +801,10 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64) erro
 		bt.read = append(bt.read, b.p.cfg.Now())
 	}
 	if !t.Snapshot && t.Chunk == 0 && n > 0 {
-		b.open = &checkpoint.Open{Source: bs.name, Begin: t.Begin, FirstSeq: b.nextSeq}
+		b.open, b.openSet = checkpoint.Open{Source: bs.name, Begin: t.Begin, FirstSeq: b.nextSeq}, true
+	}
+	if t.Snapshot && n > 0 {
+		bt.inSnapshot = true
 	}
 	var evt time.Time
 	if et != 0 {
@@ -814,9 +815,6 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64) erro
 		txnMask = b.heldBy(si, t)
 	}
 	for i := range t.Changes {
-		if t.Snapshot {
-			bt.inSnapshot = true
-		}
 		ch := &t.Changes[i]
 		seq := b.nextSeq
 		b.nextSeq++
@@ -856,13 +854,14 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64) erro
 				return err
 			}
 			bt = b.batch()
+			bt.inSnapshot = t.Snapshot
 		}
 	}
 	bt.txns = append(bt.txns, t)
 	if t.Last && !t.Snapshot {
-		b.open = nil
+		b.openSet = false
 		if !t.End.IsZero() {
-			bt.ends = append(bt.ends, srcEnd{si, t.End})
+			bt.ends[si] = t.End
 			bt.endSeq, bt.hasEnd = b.nextSeq-1, true
 			if !t.CommitTime.IsZero() {
 				bt.commit = t.CommitTime
@@ -927,7 +926,7 @@ func (b *builder) snapshotState(si int, st *snapshot.State) {
 	if st != nil && !st.Position.IsZero() {
 		// A consistent snapshot's chunks: the stream will start from the
 		// snapshot's position.
-		bt.ends = append(bt.ends, srcEnd{si, st.Position})
+		bt.ends[si] = st.Position
 		bt.endSeq, bt.hasEnd = b.nextSeq-1, true
 	}
 }
@@ -937,7 +936,7 @@ func (b *builder) snapshotState(si int, st *snapshot.State) {
 func (b *builder) snapshotFinished(ctx context.Context, si int, pos position.Position) error {
 	bt := b.batch()
 	bt.snaps = append(bt.snaps, srcSnap{si, nil})
-	bt.ends = append(bt.ends, srcEnd{si, pos})
+	bt.ends[si] = pos
 	bt.endSeq, bt.hasEnd = b.nextSeq-1, true
 	return b.flush(ctx)
 }
@@ -958,8 +957,8 @@ func (b *builder) flush(ctx context.Context) error {
 	for _, t := range bt.txns {
 		bt.size += max(t.Footprint(), t.Bytes)
 	}
-	if b.open != nil {
-		o := *b.open
+	if b.openSet {
+		o := b.open
 		bt.open = &o
 	}
 	bt.wm = b.wm
@@ -1127,7 +1126,11 @@ func (bt *batch) merge(nb *batch) {
 	bt.read = append(bt.read, nb.read...)
 	bt.size += nb.size
 	bt.encoded += nb.encoded
-	bt.ends = append(bt.ends, nb.ends...)
+	for si, pos := range nb.ends {
+		if !pos.IsZero() {
+			bt.ends[si] = pos
+		}
+	}
 	if nb.hasEnd {
 		bt.endSeq, bt.hasEnd = nb.endSeq, true
 	}
@@ -1200,8 +1203,10 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		if w.cp.Sources == nil {
 			w.cp.Sources = map[string]position.Position{}
 		}
-		for _, e := range bt.ends {
-			w.cp.Sources[w.p.srcs[e.src].cfg.Name] = e.pos
+		for si, pos := range bt.ends {
+			if !pos.IsZero() {
+				w.cp.Sources[w.p.srcs[si].cfg.Name] = pos
+			}
 		}
 		w.cp.LastSeq = bt.endSeq
 		w.dirty = true
@@ -1242,12 +1247,12 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		if last > 0 {
 			s.LastSeq = last
 		}
-		for _, e := range bt.ends {
-			s.Sources[e.src].Position = e.pos
+		for si, pos := range bt.ends {
+			if !pos.IsZero() {
+				s.Sources[si].Position = pos
+			}
 		}
-		if len(bt.ends) > 0 {
-			s.Position = s.Sources[0].Position
-		}
+		s.Position = s.Sources[0].Position
 		if !bt.commit.IsZero() {
 			s.CommitTime, s.Lag = bt.commit, now.Sub(bt.commit)
 		}
