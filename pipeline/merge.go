@@ -344,8 +344,8 @@ func (m *merger) run(ctx context.Context) error {
 // that arrived first.
 func (m *merger) next() (*input, item, bool, error) {
 	now := m.now()
-	wm, live := m.watermark(now)
-	if err := m.checkStalls(now); err != nil {
+	wm, live, err := m.watermark(now)
+	if err != nil {
 		return nil, item{}, false, err
 	}
 	if m.locked < 0 && m.pin >= 0 {
@@ -439,11 +439,19 @@ func (m *merger) pop(in *input) item {
 //
 // It also records the emitted watermark: the same minimum over what the
 // sources have handed to the builder (a source with queued items counts
-// only up to just before its head), with which batches are stamped.
-func (m *merger) watermark(now int64) (wm int64, live bool) {
+// only up to just before its head), with which batches are stamped. And,
+// in the same pass, it marks sources that sent nothing for MaxWait as
+// stalled (applying the stall policy) and clears the mark of those that
+// came back.
+func (m *merger) watermark(now int64) (wm int64, live bool, err error) {
 	lo, hi, elo := int64(0), int64(0), int64(0)
 	for _, in := range m.ins {
 		in.mu.Lock()
+		was := in.stalled
+		quiet := now - in.alive
+		if in.streaming && !in.done {
+			in.stalled = in.queued() == 0 && quiet > m.maxWait
+		}
 		ok := in.streaming && !in.done && !in.stalled
 		pr := in.progress()
 		ep := pr
@@ -455,7 +463,13 @@ func (m *merger) watermark(now int64) (wm int64, live bool) {
 				}
 			}
 		}
+		stalled := in.stalled
 		in.mu.Unlock()
+		if stalled != was {
+			if err := m.stallChanged(in, stalled, quiet); err != nil {
+				return 0, false, err
+			}
+		}
 		if !ok || pr == 0 {
 			continue
 		}
@@ -475,33 +489,20 @@ func (m *merger) watermark(now int64) (wm int64, live bool) {
 		m.p.skew.Store(hi - lo)
 		m.emitted = max(m.emitted, elo)
 	}
-	return lo, live
+	return lo, live, nil
 }
 
-// checkStalls marks sources that sent nothing for MaxWait (and applies the
-// stall policy), and clears the mark of those that came back.
-func (m *merger) checkStalls(now int64) error {
-	for _, in := range m.ins {
-		in.mu.Lock()
-		if !in.streaming || in.done {
-			in.mu.Unlock()
-			continue
-		}
-		quiet := now - in.alive
-		was := in.stalled
-		in.stalled = in.queued() == 0 && quiet > m.maxWait
-		stalled := in.stalled
-		in.mu.Unlock()
-		switch {
-		case stalled && !was:
-			if m.fail {
-				return fmt.Errorf("%w: source %s sent nothing (no event, no heartbeat) for %s; align.on_stall is %q: check the server and the network, or set on_stall: proceed to carry on without it", ErrSourceStalled, in.name, time.Duration(quiet).Round(time.Millisecond), StallFail)
-			}
-			m.p.log.Warn("source stalled: it sent nothing, not even a heartbeat; it no longer holds the other sources back", "source", in.name, "quiet", time.Duration(quiet).Round(time.Millisecond).String(), "max_wait", time.Duration(m.maxWait).String())
-		case !stalled && was:
-			m.p.log.Info("source is back; alignment waits for it again", "source", in.name)
-		}
+// stallChanged reports a source that stalled (or fails the run, by the
+// stall policy) or came back.
+func (m *merger) stallChanged(in *input, stalled bool, quiet int64) error {
+	if !stalled {
+		m.p.log.Info("source is back; alignment waits for it again", "source", in.name)
+		return nil
 	}
+	if m.fail {
+		return fmt.Errorf("%w: source %s sent nothing (no event, no heartbeat) for %s; align.on_stall is %q: check the server and the network, or set on_stall: proceed to carry on without it", ErrSourceStalled, in.name, time.Duration(quiet).Round(time.Millisecond), StallFail)
+	}
+	m.p.log.Warn("source stalled: it sent nothing, not even a heartbeat; it no longer holds the other sources back", "source", in.name, "quiet", time.Duration(quiet).Round(time.Millisecond).String(), "max_wait", time.Duration(m.maxWait).String())
 	return nil
 }
 
