@@ -1093,33 +1093,30 @@ func (r *Reader) checkContiguous(ev *replication.BinlogEvent) error {
 	if r.emit != nil || r.payloadPos != 0 || hdr.LogPos == 0 || hdr.Flags&logEventArtificial != 0 {
 		return nil
 	}
-	switch ev.Event.(type) {
+	// What the event is: a transaction start (checking begins there: before
+	// the stream's first transaction the server jumps from the file's
+	// header events to the position asked for), a table map (MariaDB may
+	// leave out an Annotate_rows event before it), and whether a statement
+	// ends with it.
+	txnStart, tableMap, stmtEnd := false, false, true
+	switch e := ev.Event.(type) {
 	case *replication.HeartbeatEvent, *replication.RotateEvent, *replication.FormatDescriptionEvent:
+		return nil
+	case *replication.MariadbGTIDEvent, *replication.GTIDEvent, *replication.GtidTaggedLogEvent:
+		txnStart = true
+	case *replication.TableMapEvent:
+		tableMap, stmtEnd = true, false
+	case *replication.RowsEvent:
+		stmtEnd = e.Flags&replication.RowsEventStmtEndFlag != 0
+	}
+	if r.nextPos == 0 && !txnStart {
 		return nil
 	}
 	start := hdr.LogPos - hdr.EventSize
-	_, tableMap := ev.Event.(*replication.TableMapEvent)
 	if r.nextPos != 0 && start != r.nextPos && !(tableMap && r.atStmt && start > r.nextPos) {
 		return fmt.Errorf("%w: in %s an event starts at %d but the previous one ended at %d; reconnecting from %s", errGap, r.file, start, r.nextPos, r.resume)
 	}
-	switch ev.Event.(type) {
-	case *replication.MariadbGTIDEvent, *replication.GTIDEvent, *replication.GtidTaggedLogEvent:
-	default:
-		if r.nextPos == 0 {
-			// Before the stream's first transaction the server jumps from
-			// the file's header events to the position asked for.
-			return nil
-		}
-	}
-	r.nextPos = hdr.LogPos
-	switch e := ev.Event.(type) {
-	case *replication.TableMapEvent:
-		r.atStmt = false
-	case *replication.RowsEvent:
-		r.atStmt = e.Flags&replication.RowsEventStmtEndFlag != 0
-	default:
-		r.atStmt = true
-	}
+	r.nextPos, r.atStmt = hdr.LogPos, stmtEnd
 	return nil
 }
 
