@@ -85,6 +85,10 @@ type Sink struct {
 		deliv     [2]delivery // live: what each downstream holds
 		broken    [2]bool     // a failed write: recover before the next
 		tables    map[tableSide]*tableInfo
+		// sidesOf caches, per table, which sides its rows go to (bit i:
+		// side i): the table patterns are matched once per table, not
+		// per row.
+		sidesOf   map[*binlog.Table]uint8
 		produced  int // records put in the outbox since the last commit
 		untimed   uint64
 		fresh     bool      // the meta has never been committed
@@ -198,6 +202,7 @@ func NewSink(cfg Config, opts SinkOptions) (*Sink, error) {
 		s.sides[i] = sideSpec{filter: f, key: sc.Key, timeCol: sc.timeColumn()}
 	}
 	s.mu.tables = map[tableSide]*tableInfo{}
+	s.mu.sidesOf = map[*binlog.Table]uint8{}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -368,11 +373,7 @@ func (s *Sink) recoverOutlet(ctx context.Context, i int) error {
 			s.cfg.Name, out.Name(), held, s.cfg.StateDir, produced)
 	}
 	d.seq = held
-	// An offset is kept once the sink holds something: the file sink
-	// reports one for an empty sink that its Recover then cannot find
-	// (the segment is created by the first write); starting with no
-	// offset, the recovery of an empty sink reads nothing anyway.
-	if rec.Offset != "" && (d.offset != "" || held > 0) {
+	if rec.Offset != "" {
 		d.offset = rec.Offset
 	}
 	s.mu.broken[i] = false
@@ -515,8 +516,9 @@ func (s *Sink) advance() error {
 func (s *Sink) consume(m *pipeline.Message) error {
 	meta := &s.mu.meta
 	if ch := m.Change; ch != nil && ch.Table != nil && ch.Op != binlog.OpDDL {
+		sides := s.sidesOf(ch.Table)
 		for side := range s.sides {
-			if s.sides[side].filter.Match(ch.Table.Schema, ch.Table.Name) {
+			if sides&(1<<side) != 0 {
 				if err := s.apply(Side(side), m, ch); err != nil {
 					return err
 				}
@@ -534,6 +536,24 @@ func (s *Sink) consume(m *pipeline.Message) error {
 	}
 	meta.Consumed = m.Seq
 	return nil
+}
+
+// sidesOf returns which sides the rows of t go to (bit i: side i).
+func (s *Sink) sidesOf(t *binlog.Table) uint8 {
+	if m, ok := s.mu.sidesOf[t]; ok {
+		return m
+	}
+	var m uint8
+	for side := range s.sides {
+		if s.sides[side].filter.Match(t.Schema, t.Name) {
+			m |= 1 << side
+		}
+	}
+	if len(s.mu.sidesOf) > 4096 {
+		clear(s.mu.sidesOf) // table definitions replaced by DDL
+	}
+	s.mu.sidesOf[t] = m
+	return m
 }
 
 func (s *Sink) tableInfo(side Side, t *binlog.Table) (*tableInfo, error) {

@@ -187,17 +187,6 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 				fromSeg, fromOff = sg, n
 			}
 		}
-		if fromSeg == 0 && n == 0 && (len(segs) == 0 || s.segmentName(segs[len(segs)-1]) < name) {
-			// The checkpoint names the start of a segment not written yet
-			// (the offset an empty sink reports): the sink holds nothing
-			// after it.
-			s.seg, s.size = 1, 0
-			if len(segs) > 0 {
-				s.seg = segs[len(segs)-1] + 1
-			}
-			rec.Offset = offset
-			return rec, nil
-		}
 		if fromSeg == 0 {
 			return rec, fmt.Errorf("sink %s: segment %s named by the checkpoint is missing from %s; restore it, or remove the checkpoint to start over", s.name, name, s.dir)
 		}
@@ -217,7 +206,10 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		s.seg, s.size = sg, size
 	}
 	if s.seg == 0 {
+		// Nothing written yet: the offset is the start (""), not a segment
+		// that does not exist.
 		s.seg = 1
+		return rec, nil
 	}
 	rec.Offset = s.segmentName(s.seg) + ":" + strconv.FormatInt(s.size, 10)
 	return rec, nil
