@@ -204,52 +204,20 @@ func evictTo(i int) int64 {
 func BenchmarkJoinState(b *testing.B) {
 	nop := func(*Output) error { return nil }
 	b.Run("layout=time-index/op=append", func(b *testing.B) {
-		op := openTimeIndexed(b)
 		var idBuf [8]byte
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := range b.N {
+		benchRowsPerSec(b, openTimeIndexed(b), func(op *Operator, i int) error {
 			key, t, id := benchRow(benchRows+i, &idBuf)
-			if err := op.store(Left, &Row{Key: key, Time: t, ID: id, Data: benchPayload}, false); err != nil {
-				b.Fatal(err)
-			}
-			if i%4096 == 4095 {
-				if err := op.Commit(false); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		// Timed to the end of the background work the appends caused
-		// (Close waits for flushes and compactions).
-		if err := op.Commit(false); err != nil {
-			b.Fatal(err)
-		}
-		op.Close()
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			return op.store(Left, &Row{Key: key, Time: t, ID: id, Data: benchPayload}, false)
+		})
 	})
 	b.Run("layout=time-index/op=add-probe", func(b *testing.B) {
 		// Add on the other side: a range read of the 1M-row side, then
 		// the append.
-		op := openTimeIndexed(b)
 		var idBuf [8]byte
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := range b.N {
+		benchRowsPerSec(b, openTimeIndexed(b), func(op *Operator, i int) error {
 			key, t, id := benchRow(i%benchRows, &idBuf)
-			if err := op.Add(Right, &Row{Key: key, Time: t + 500_000, ID: id, Data: benchPayload}, nop); err != nil {
-				b.Fatal(err)
-			}
-			if i%4096 == 4095 {
-				if err := op.Commit(false); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		if err := op.Commit(false); err != nil {
-			b.Fatal(err)
-		}
-		op.Close()
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			return op.Add(Right, &Row{Key: key, Time: t + 500_000, ID: id, Data: benchPayload}, nop)
+		})
 	})
 	b.Run("layout=time-index/op=evict/rows=0", func(b *testing.B) {
 		op := openTimeIndexed(b)
@@ -583,3 +551,26 @@ func (o *oldState) evict(h int64) (int, error) {
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
+
+// benchRowsPerSec runs one(op, i) b.N times, committing every 4096, and
+// reports rows/s timed to the end of the background work the writes
+// caused (Close waits for flushes and compactions).
+func benchRowsPerSec(b *testing.B, op *Operator, one func(op *Operator, i int) error) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := one(op, i); err != nil {
+			b.Fatal(err)
+		}
+		if i%4096 == 4095 {
+			if err := op.Commit(false); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := op.Commit(false); err != nil {
+		b.Fatal(err)
+	}
+	op.Close()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}

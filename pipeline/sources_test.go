@@ -214,6 +214,14 @@ func (s *skewMeter) observe(now time.Time, ms []pipeline.Message) {
 	}
 }
 
+// measureFrom starts the measurement at t (messages received earlier only
+// set each source's last event time).
+func (s *skewMeter) measureFrom(t time.Time) {
+	s.mu.Lock()
+	s.from = t
+	s.mu.Unlock()
+}
+
 func (s *skewMeter) result() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -431,13 +439,9 @@ func TestAlignFourShardsOneSlow(t *testing.T) {
 	if err := slow.proxy.SetLatency(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	measureFrom := time.Now().Add(6 * time.Second) // once the delay is in the stream
-	off.mu.Lock()
-	off.from = measureFrom
-	off.mu.Unlock()
-	on.mu.Lock()
-	on.from = measureFrom
-	on.mu.Unlock()
+	from := time.Now().Add(6 * time.Second) // once the delay is in the stream
+	off.measureFrom(from)
+	on.measureFrom(from)
 	time.Sleep(8 * time.Second)
 	// A row moves from shard1 to the slow shard3 within one second.
 	if err := shards[0].db.Exec(ctx, "DELETE FROM app.moves WHERE id = 42"); err != nil {
@@ -525,14 +529,7 @@ func TestAlignIdleAndStalledShard(t *testing.T) {
 	idle := shards[2]
 	names := []string{"shard1", "shard2"}
 	align := pipeline.AlignConfig{MaxSkew: time.Second, MaxWait: 3 * time.Second}
-	var meter skewMeter
-	meter.sources = names
-	lat := &latencies{}
-	recProceed := &recorder{name: "proceed", onWrite: func(now time.Time, ms []pipeline.Message) {
-		meter.observe(now, ms)
-		lat.observe(now, ms)
-	}}
-	recProceed.keep = func(m *pipeline.Message) bool { return m.Table == "t" }
+	recProceed, meter, lat := timedRecorder("proceed", names)
 	pProceed := runSources(t, "stall-proceed", shards, align, recProceed)
 	failAlign := align
 	failAlign.OnStall = pipeline.StallFail
@@ -542,9 +539,7 @@ func TestAlignIdleAndStalledShard(t *testing.T) {
 
 	stop := make(chan struct{})
 	l1, l2 := startLoad(t, shards[0], 50, stop), startLoad(t, shards[1], 50, stop)
-	meter.mu.Lock()
-	meter.from = time.Now().Add(time.Second)
-	meter.mu.Unlock()
+	meter.measureFrom(time.Now().Add(time.Second))
 	time.Sleep(4 * time.Second)
 	// Were the idle shard's progress stuck, the others would wait for it
 	// until max_wait (3 s) declared it stalled.
@@ -600,6 +595,18 @@ func TestAlignIdleAndStalledShard(t *testing.T) {
 	checkExactlyOnce(t, recProceed, want)
 }
 
+// timedRecorder is a recorder of app.t rows that measures the output skew
+// between sources and the latency from each row's event time.
+func timedRecorder(name string, sources []string) (*recorder, *skewMeter, *latencies) {
+	meter, lat := &skewMeter{sources: sources}, &latencies{}
+	rec := &recorder{name: name, keep: func(m *pipeline.Message) bool { return m.Table == "t" },
+		onWrite: func(now time.Time, ms []pipeline.Message) {
+			meter.observe(now, ms)
+			lat.observe(now, ms)
+		}}
+	return rec, meter, lat
+}
+
 // latencies measures, for rows of app.t, the time from the start of their
 // commit second to the sink.
 type latencies struct {
@@ -637,21 +644,12 @@ func TestAlignCorrectsClockSkew(t *testing.T) {
 	}
 	shards := startShards(t, 2, testenv.MariaDBOptions{}, testenv.MariaDBOptions{ClockOffset: 10 * time.Second})
 	names := []string{"shard1", "shard2"}
-	var meter skewMeter
-	meter.sources = names
-	lat := &latencies{}
-	rec := &recorder{name: "clock", onWrite: func(now time.Time, ms []pipeline.Message) {
-		meter.observe(now, ms)
-		lat.observe(now, ms)
-	}}
-	rec.keep = func(m *pipeline.Message) bool { return m.Table == "t" }
+	rec, meter, lat := timedRecorder("clock", names)
 	p := runSources(t, "clock", shards, pipeline.AlignConfig{MaxSkew: 2 * time.Second}, rec)
 	p.waitStreaming(t)
 	stop := make(chan struct{})
 	l1, l2 := startLoad(t, shards[0], 50, stop), startLoad(t, shards[1], 50, stop)
-	meter.mu.Lock()
-	meter.from = time.Now().Add(time.Second)
-	meter.mu.Unlock()
+	meter.measureFrom(time.Now().Add(time.Second))
 	time.Sleep(5 * time.Second)
 	close(stop)
 	want := map[string]int{"shard1": l1.wait(t), "shard2": l2.wait(t)}
@@ -721,9 +719,7 @@ func TestAlignHugeTransaction(t *testing.T) {
 	for _, s := range shards {
 		loads = append(loads, startLoad(t, s, 50, stop))
 	}
-	meter.mu.Lock()
-	meter.from = time.Now().Add(time.Second)
-	meter.mu.Unlock()
+	meter.measureFrom(time.Now().Add(time.Second))
 	var peak atomic.Uint64
 	memDone := make(chan struct{})
 	go func() {
