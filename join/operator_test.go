@@ -17,14 +17,13 @@ import (
 // A step of a generated stream: a row added to a side, a retraction, or a
 // watermark advance.
 type step struct {
-	kind    byte // 'a' add, 'r' retract, 'w' advance
-	side    Side
-	key     int // -1: NULL
-	time    int64
-	id      int // identity (for retraction); several rows may share one
-	n       int // the row's unique number (its payload)
-	wm      int64
-	comment string
+	kind byte // 'a' add, 'r' retract, 'w' advance
+	side Side
+	key  int // -1: NULL
+	time int64
+	id   int // identity (for retraction); several rows may share one
+	n    int // the row's unique number (its payload)
+	wm   int64
 }
 
 type streamParams struct {

@@ -54,7 +54,6 @@ type source struct {
 	cfg      SourceConfig
 	pipeline string
 	log      *slog.Logger
-	stream   *snapshot.Stream
 	// mu guards the admin requests waiting for the stream loop, and the
 	// cancel of the stream's current Next, which a request interrupts.
 	mu         sync.Mutex
@@ -155,7 +154,6 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	out.streamStarted()
 	st := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: s.cfg.Snapshot.ChunkRows, Logger: s.log})
 	defer st.Close()
-	s.stream = st
 	if resume != nil {
 		s.log.Info("resuming an interrupted snapshot while streaming", "ranges", len(resume.Ranges), "from", cfg.Start.String())
 		if err := snapshot.Resume(ctx, st, *resume); err != nil {
