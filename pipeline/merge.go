@@ -534,5 +534,5 @@ func (m *merger) emit(ctx context.Context, in *input, it item) error {
 		}
 	}
 	m.b.wm = m.emitted
-	return m.b.txn(ctx, in.idx, t, it.et)
+	return m.b.txn(ctx, in.idx, t, it.et, it.size)
 }

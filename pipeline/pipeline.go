@@ -705,6 +705,9 @@ type batch struct {
 	spans   []span // Value and Key of each message within buf
 	txns    []*binlog.Txn
 	size    int // bytes counted against the buffer budget
+	// txnBytes is the memory of the chunks in txns (as the merger
+	// measured them when they were queued).
+	txnBytes int
 	encoded int // bytes of the encoded messages
 	// ends holds, per source, the position after the batch's last whole
 	// transaction of that source (zero: none); endSeq is the last sequence
@@ -792,8 +795,9 @@ func (b *builder) batch() *batch {
 }
 
 // txn encodes one chunk of source si into the current batch; et is its
-// corrected event time (Unix ns, 0 when none).
-func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64) error {
+// corrected event time (Unix ns, 0 when none) and size its memory as the
+// merger measured it when it was queued.
+func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size int) error {
 	bs := &b.srcs[si]
 	bt := b.batch()
 	n := len(t.Changes)
@@ -858,6 +862,7 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64) erro
 		}
 	}
 	bt.txns = append(bt.txns, t)
+	bt.txnBytes += size
 	if t.Last && !t.Snapshot {
 		b.openSet = false
 		if !t.End.IsZero() {
@@ -953,10 +958,7 @@ func (b *builder) flush(ctx context.Context) error {
 		bt.Messages[i].Value = bt.buf[s.v0:s.v1:s.v1]
 		bt.Messages[i].Key = bt.buf[s.k0:s.k1:s.k1]
 	}
-	bt.size, bt.encoded = cap(bt.buf), len(bt.buf)
-	for _, t := range bt.txns {
-		bt.size += max(t.Footprint(), t.Bytes)
-	}
+	bt.size, bt.encoded = cap(bt.buf)+bt.txnBytes, len(bt.buf)
 	if b.openSet {
 		o := b.open
 		bt.open = &o
