@@ -606,6 +606,7 @@ func (e *runEnv) withKafka(t *testing.T) *kfake.Cluster {
 	}
 	t.Cleanup(c.Close)
 	e.sinks = append(e.sinks, fmt.Sprintf("  - name: kafka\n    type: kafka\n    kafka: {brokers: [%q], request_timeout: 3s}", c.ListenAddrs()[0]))
+	kr := newKafkaReader(t, c.ListenAddrs(), "app.log", "app.kv")
 	e.readers["kafka"] = func() ([]*codec.Event, error) {
 		// As many messages as the file sink holds are expected: a consumer
 		// cannot tell "all read" from "not fetched yet" (partitions arrive
@@ -614,49 +615,70 @@ func (e *runEnv) withKafka(t *testing.T) *kfake.Cluster {
 		if evs, err := e.readers["file"](); err == nil {
 			want = len(evs)
 		}
-		return readKafka(c.ListenAddrs(), want, "app.log", "app.kv")
+		return kr.read(want)
 	}
 	return c
 }
 
-// readKafka reads the committed records of the topics (read_committed)
-// until it has want of them and nothing more comes for a second, or 30 s
-// pass.
-func readKafka(brokers []string, want int, topics ...string) ([]*codec.Event, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topics...),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		return nil, err
+// kafkaReader reads the committed records of topics (read_committed)
+// with one consumer kept across calls, so that each call reads only what
+// came since the last (re-reading every topic from the start on each poll
+// of a wait loop was too slow on a loaded machine).
+type kafkaReader struct {
+	brokers []string
+	topics  []string
+	cl      *kgo.Client
+	evs     []*codec.Event
+}
+
+func newKafkaReader(t *testing.T, brokers []string, topics ...string) *kafkaReader {
+	r := &kafkaReader{brokers: brokers, topics: topics}
+	t.Cleanup(func() {
+		if r.cl != nil {
+			r.cl.Close()
+		}
+	})
+	return r
+}
+
+// read returns every record read so far, reading on until it holds want
+// of them and nothing more comes for a second, or 30 s pass.
+func (r *kafkaReader) read(want int) ([]*codec.Event, error) {
+	if r.cl == nil {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers...), kgo.ConsumeTopics(r.topics...),
+			kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		if err != nil {
+			return nil, err
+		}
+		r.cl = cl
 	}
-	defer cl.Close()
-	var evs []*codec.Event
 	deadline := time.Now().Add(30 * time.Second)
 	for empty := 0; time.Now().Before(deadline); {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		fs := cl.PollFetches(ctx)
+		fs := r.cl.PollFetches(ctx)
 		cancel()
 		if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return nil, err
 		}
 		if fs.NumRecords() == 0 {
-			if empty++; len(evs) >= want && empty >= 1 {
+			if empty++; len(r.evs) >= want && empty >= 1 {
 				break
 			}
 			continue
 		}
 		empty = 0
 		var derr error
-		fs.EachRecord(func(r *kgo.Record) {
-			ev, err := codec.DecodeLine(r.Value)
+		fs.EachRecord(func(rec *kgo.Record) {
+			ev, err := codec.DecodeLine(rec.Value)
 			if err != nil {
 				derr = err
 				return
 			}
-			evs = append(evs, ev)
+			r.evs = append(r.evs, ev)
 		})
 		if derr != nil {
 			return nil, derr
 		}
 	}
-	return evs, nil
+	return append([]*codec.Event(nil), r.evs...), nil
 }

@@ -50,12 +50,13 @@ func TestRunKill9ManySources(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
+	kr := newKafkaReader(t, kc.ListenAddrs(), "app.log", "app.kv", "app.bulk")
 	e.readers["kafka"] = func() ([]*codec.Event, error) {
 		want := 0
 		if evs, err := e.readers["file"](); err == nil {
 			want = len(evs)
 		}
-		return readKafka(kc.ListenAddrs(), want, "app.log", "app.kv", "app.bulk")
+		return kr.read(want)
 	}
 	r := testenv.StartRedis(t)
 	e.readers["redis"] = func() ([]*codec.Event, error) {
@@ -107,7 +108,8 @@ buffer: {batch_bytes: 16KiB}
 				}
 				if time.Now().After(deadline) {
 					l := log.String()
-					t.Fatalf("sink %s lacks rows after 90 s (err %v)\n%s", name, err, l[max(0, len(l)-6000):])
+					t.Fatalf("sink %s lacks rows after 90 s: %d messages, app.log rows per source %d and %d, want %v (err %v)\n%s",
+						name, len(evs), countSource(evs, "db1"), countSource(evs, "db2"), n, err, l[max(0, len(l)-6000):])
 				}
 				time.Sleep(100 * time.Millisecond)
 			}
