@@ -96,8 +96,15 @@ func (s *FileStore) Load(ctx context.Context) (Checkpoint, error) {
 
 // Save writes cp atomically if the file still holds version expected.
 // A FileStore assumes one writer process; the version check catches a
-// second one that saved in between.
+// second one that saved in between. The check and the write happen under
+// an exclusive lock on Path+".lock", so two savers that expect the same
+// version cannot both succeed (one would silently overwrite the other).
 func (s *FileStore) Save(ctx context.Context, cp Checkpoint, expected uint64) (uint64, error) {
+	unlock, err := lockFile(s.Path + ".lock")
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	cur, err := s.Load(ctx)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return 0, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/sluice-cdc/sluice/position"
@@ -33,8 +34,59 @@ func TestFileStoreVersions(t *testing.T) {
 		t.Fatalf("second save: %d %v", v, err)
 	}
 	entries, _ := os.ReadDir(filepath.Dir(s.Path))
-	if len(entries) != 1 {
-		t.Fatalf("temporary files left behind: %v", entries)
+	for _, e := range entries {
+		if n := e.Name(); n != "cp.json" && n != "cp.json.lock" {
+			t.Fatalf("temporary file left behind: %s", n)
+		}
+	}
+}
+
+// TestFileStoreConcurrentSaves: of many savers expecting the same version,
+// exactly one succeeds and the file holds its checkpoint. Without the lock
+// two could read the same version and both write, the later silently
+// replacing the earlier (a fenced writer would go on).
+func TestFileStoreConcurrentSaves(t *testing.T) {
+	ctx := context.Background()
+	s := &FileStore{Path: filepath.Join(t.TempDir(), "cp.json")}
+	for round := 0; round < 50; round++ {
+		cur, err := s.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const savers = 8
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			winners []uint64
+		)
+		for i := 0; i < savers; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				cp := cur
+				cp.Epoch = uint64(round*savers + i + 1)
+				// Each saver its own store value, as two processes would.
+				st := &FileStore{Path: s.Path}
+				if _, err := st.Save(ctx, cp, cur.Version); err == nil {
+					mu.Lock()
+					winners = append(winners, cp.Epoch)
+					mu.Unlock()
+				} else if !errors.Is(err, ErrConflict) {
+					t.Errorf("save: %v", err)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if len(winners) != 1 {
+			t.Fatalf("round %d: %d savers succeeded with the same expected version, want 1", round, len(winners))
+		}
+		got, err := s.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version != cur.Version+1 || got.Epoch != winners[0] {
+			t.Fatalf("round %d: file holds version %d epoch %d, want version %d epoch %d", round, got.Version, got.Epoch, cur.Version+1, winners[0])
+		}
 	}
 }
 

@@ -198,13 +198,21 @@ func TestCheckpointConflictFences(t *testing.T) {
 	go func() { done <- p.Run(ctx) }()
 	w.txns(t, 5)
 	waitFor(t, e.dir, 5)
-	cp, err := e.store.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp.Epoch++
-	if _, err := e.store.Save(ctx, cp, cp.Version); err != nil {
-		t.Fatal(err)
+	// Save as another writer would; the pipeline may save in between our
+	// load and save, so retry on a conflict.
+	for {
+		cp, err := e.store.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp.Epoch++
+		_, err = e.store.Save(ctx, cp, cp.Version)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, checkpoint.ErrConflict) {
+			t.Fatal(err)
+		}
 	}
 	w.txns(t, 5)
 	select {
