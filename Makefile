@@ -58,10 +58,14 @@ build:
 # testdata/fuzz (each a past finding); new fuzzing is `make fuzz` or
 # `make fuzz-smoke`, kept out of `make test` so that CI stays deterministic.
 test: deps
+	@unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files are not formatted (run gofmt -w on them):" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 vet:
+	@unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files are not formatted (run gofmt -w on them):" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 
 unit:

@@ -701,14 +701,14 @@ func (p *Pipeline) SnapshotProgress(source string, ps []snapshot.TableProgress) 
 // batch is a Batch with what the pipeline needs to finish it.
 type batch struct {
 	Batch
-	buf     []byte
-	spans   []span // Value and Key of each message within buf
-	txns    []*binlog.Txn
-	size    int // bytes counted against the buffer budget
+	buf   []byte
+	spans []span // Value and Key of each message within buf
+	txns  []*binlog.Txn
+	size  int // bytes counted against the buffer budget
 	// txnBytes is the memory of the chunks in txns (as the merger
 	// measured them when they were queued).
 	txnBytes int
-	encoded int // bytes of the encoded messages
+	encoded  int // bytes of the encoded messages
 	// ends holds, per source, the position after the batch's last whole
 	// transaction of that source (zero: none); endSeq is the last sequence
 	// number at the last of them; set when the batch holds a transaction
