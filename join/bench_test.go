@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -557,6 +558,7 @@ var discardLogger = slog.New(slog.DiscardHandler)
 // caused (Close waits for flushes and compactions).
 func benchRowsPerSec(b *testing.B, op *Operator, one func(op *Operator, i int) error) {
 	b.ReportAllocs()
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for i := range b.N {
 		if err := one(op, i); err != nil {
@@ -573,4 +575,17 @@ func benchRowsPerSec(b *testing.B, op *Operator, one func(op *Operator, i int) e
 	}
 	op.Close()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+	// CPU time of the whole process (the appends and the flushes and
+	// compactions they cause) per row: steadier than rows/s on a shared
+	// machine, whose other tenants take cores away.
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/row")
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -2,6 +2,7 @@ package join
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -103,7 +105,8 @@ type OperatorConfig struct {
 // one: b, indexed, for the changes reads must see (rows, matched flags);
 // ev for eviction's deletes, which no read of the same batch needs (it is
 // folded into b should a read follow before the commit); and out for the
-// caller's own keys (the sink's outbox and meta).
+// caller's own keys (the sink's outbox and meta). Commit copies them into
+// one batch in key order (sortedRecords).
 type Operator struct {
 	cfg      OperatorConfig
 	lo, hi   int64 // right.time - left.time must lie in [lo, hi] (µs)
@@ -122,6 +125,103 @@ type Operator struct {
 	rewrites                      []rewrite
 	newEntry                      Entry
 	expired                       expiredKeys
+	sorted                        sortedRecords
+}
+
+// sortedRecords copies the records of several batches into one in user-key
+// order. Pebble applies a batch to its memtable skiplist record by record
+// with one inserter, which starts each search from where the last insert
+// landed: records in key order cost a few comparisons each instead of a
+// search from the top of a large skiplist (appends interleave an entries
+// key at a random place with a time-index key at the end). The order of
+// one key's records is kept (ties broken by position), so the batch means
+// the same; a range deletion, whose effect depends on its place among
+// point records, keeps the batches' order as given.
+type sortedRecords struct {
+	recs  []record
+	order []recordRef
+}
+
+type record struct {
+	kind       pebble.InternalKeyKind
+	key, value []byte
+}
+
+// recordRef is what the sort moves: the record's index and its key's first
+// eight bytes, which decide most comparisons without touching the key.
+type recordRef struct {
+	prefix uint64
+	i      int32
+}
+
+func keyPrefix(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var b [8]byte
+	copy(b[:], k)
+	return binary.BigEndian.Uint64(b[:])
+}
+
+func (s *sortedRecords) apply(dst *pebble.Batch, parts ...*pebble.Batch) error {
+	s.recs, s.order = s.recs[:0], s.order[:0]
+	inOrder := false
+	for _, part := range parts {
+		r := part.Reader()
+		for {
+			kind, k, v, ok, err := r.Next()
+			if err != nil {
+				return fmt.Errorf("join: reading a pending batch: %w", err)
+			}
+			if !ok {
+				break
+			}
+			switch kind {
+			case pebble.InternalKeyKindSet, pebble.InternalKeyKindMerge, pebble.InternalKeyKindDelete:
+			default:
+				inOrder = true
+			}
+			s.order = append(s.order, recordRef{prefix: keyPrefix(k), i: int32(len(s.recs))})
+			s.recs = append(s.recs, record{kind: kind, key: k, value: v})
+		}
+	}
+	if inOrder {
+		for _, part := range parts {
+			if err := dst.Apply(part, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	slices.SortFunc(s.order, func(a, b recordRef) int {
+		if a.prefix != b.prefix {
+			if a.prefix < b.prefix {
+				return -1
+			}
+			return 1
+		}
+		if c := bytes.Compare(s.recs[a.i].key, s.recs[b.i].key); c != 0 {
+			return c
+		}
+		return int(a.i - b.i)
+	})
+	for _, ref := range s.order {
+		r := &s.recs[ref.i]
+		var err error
+		switch r.kind {
+		case pebble.InternalKeyKindSet:
+			err = dst.Set(r.key, r.value, nil)
+		case pebble.InternalKeyKindMerge:
+			err = dst.Merge(r.key, r.value, nil)
+		case pebble.InternalKeyKindDelete:
+			err = dst.Delete(r.key, nil)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	clear(s.recs) // drop the references into the batches
+	return nil
 }
 
 // expiredKeys collects the entries keys an eviction pass removes from an
@@ -711,16 +811,12 @@ func (o *Operator) Commit(sync bool) error {
 		return err
 	}
 	// One batch: the indexed batch's records, then eviction's deletes (which
-	// come after the rows they remove), then the caller's keys and the meta.
-	final := o.b
-	if !o.ev.Empty() || !o.out.Empty() {
-		final = o.db.NewBatchWithSize(len(o.b.Repr()) + len(o.ev.Repr()) + len(o.out.Repr()) + len(meta) + 64)
-		defer final.Close()
-		for _, part := range []*pebble.Batch{o.b, o.ev, o.out} {
-			if err := final.Apply(part, nil); err != nil {
-				return err
-			}
-		}
+	// come after the rows they remove), then the caller's keys and the meta,
+	// written in key order (see sortedRecords).
+	final := o.db.NewBatchWithSize(len(o.b.Repr()) + len(o.ev.Repr()) + len(o.out.Repr()) + len(meta) + 64)
+	defer final.Close()
+	if err := o.sorted.apply(final, o.b, o.ev, o.out); err != nil {
+		return err
 	}
 	if err := final.Set(keyOperatorMeta, meta, nil); err != nil {
 		return err
