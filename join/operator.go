@@ -136,7 +136,8 @@ type Operator struct {
 // key at a random place with a time-index key at the end). The order of
 // one key's records is kept (ties broken by position), so the batch means
 // the same; a range deletion, whose effect depends on its place among
-// point records, keeps the batches' order as given.
+// point records, keeps the batches' order as given, and so does a batch
+// too large for the memtable (Pebble sorts that one itself).
 type sortedRecords struct {
 	recs  []record
 	order []recordRef
@@ -154,6 +155,20 @@ type recordRef struct {
 	i      int32
 }
 
+func applyInOrder(dst *pebble.Batch, parts []*pebble.Batch) error {
+	for _, part := range parts {
+		if err := dst.Apply(part, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// skiplistNode is about what a record costs in a Pebble memtable beside its
+// key and value (a node with a full tower, as Pebble counts it to decide
+// whether a batch is too large for the memtable).
+const skiplistNode = 200
+
 func keyPrefix(k []byte) uint64 {
 	if len(k) >= 8 {
 		return binary.BigEndian.Uint64(k)
@@ -164,6 +179,15 @@ func keyPrefix(k []byte) uint64 {
 }
 
 func (s *sortedRecords) apply(dst *pebble.Batch, parts ...*pebble.Batch) error {
+	n, size := 0, 0
+	for _, part := range parts {
+		n, size = n+int(part.Count()), size+len(part.Repr())
+	}
+	if size+n*skiplistNode >= stateMemTable/2 {
+		// Pebble queues a batch this large as a flushable batch of its own,
+		// which it sorts itself, instead of inserting it into the memtable.
+		return applyInOrder(dst, parts)
+	}
 	s.recs, s.order = s.recs[:0], s.order[:0]
 	inOrder := false
 	for _, part := range parts {
@@ -186,12 +210,8 @@ func (s *sortedRecords) apply(dst *pebble.Batch, parts ...*pebble.Batch) error {
 		}
 	}
 	if inOrder {
-		for _, part := range parts {
-			if err := dst.Apply(part, nil); err != nil {
-				return err
-			}
-		}
-		return nil
+		clear(s.recs)
+		return applyInOrder(dst, parts)
 	}
 	slices.SortFunc(s.order, func(a, b recordRef) int {
 		if a.prefix != b.prefix {
@@ -317,12 +337,15 @@ func OpenOperator(dir string, cfg OperatorConfig) (*Operator, error) {
 	return o, nil
 }
 
+// stateMemTable is the size of the state's memtable.
+const stateMemTable = 64 << 20
+
 // stateOptions are the Pebble options of a join's state.
 func stateOptions(log *slog.Logger, cacheBytes int64) *pebble.Options {
 	opts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		CacheSize:          cacheBytes,
-		MemTableSize:       64 << 20,
+		MemTableSize:       stateMemTable,
 		Logger:             pebbleLogger{log},
 		Merger:             stateMerger,
 	}
