@@ -73,17 +73,25 @@ func newHAEnv(t *testing.T, replicas int) *haEnv {
 	e.withNATS(t)
 	e.withRedis(t)
 	e.withKafka(t)
+	return withReplicas(t, e, "crash", replicas, func(extra string) { e.writeConfig(t, extra) })
+}
+
+// withReplicas starts etcd and writes one config per replica of pipeline
+// (each reaching etcd through its own proxy): writeConfig writes e.config
+// with the coordinator block it is given appended.
+func withReplicas(t *testing.T, e *runEnv, pipeline string, replicas int, writeConfig func(extra string)) *haEnv {
+	t.Helper()
 	h := &haEnv{runEnv: e, etcd: etcdenv.Start(t)}
 	for i := range replicas {
 		p := etcdenv.NewProxy(t, h.etcd.Endpoint())
-		e.writeConfig(t, fmt.Sprintf("coordinator:\n  type: etcd\n  etcd: {endpoints: [%q], lease_ttl: %s, id: replica-%d}\n", p.Endpoint(), haLease, i))
+		writeConfig(fmt.Sprintf("coordinator:\n  type: etcd\n  etcd: {endpoints: [%q], lease_ttl: %s, id: replica-%d}\n", p.Endpoint(), haLease, i))
 		cfg := filepath.Join(e.dir, fmt.Sprintf("replica-%d.yaml", i))
 		if err := os.Rename(e.config, cfg); err != nil {
 			t.Fatal(err)
 		}
 		h.reps = append(h.reps, &replica{n: i, config: cfg, proxy: p, log: &syncBuffer{}})
 	}
-	co, err := coord.New(coord.Config{Endpoints: []string{h.etcd.Endpoint()}, LeaseTTL: haLease, ID: "test"}, "crash", slog.New(slog.DiscardHandler))
+	co, err := coord.New(coord.Config{Endpoints: []string{h.etcd.Endpoint()}, LeaseTTL: haLease, ID: "test"}, pipeline, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +103,15 @@ func newHAEnv(t *testing.T, replicas int) *haEnv {
 		}
 	})
 	return h
+}
+
+// logs is every replica's log, for failure messages.
+func (h *haEnv) logs() fmt.Stringer {
+	all := &syncBuffer{}
+	for _, r := range h.reps {
+		fmt.Fprintf(all, "--- replica-%d\n%s", r.n, r.log.String())
+	}
+	return all
 }
 
 func (r *replica) start(t *testing.T, bin string) {
@@ -209,11 +226,7 @@ func (h *haEnv) supervise(t *testing.T, stop <-chan struct{}) *sync.WaitGroup {
 func (h *haEnv) waitRows(t *testing.T, n int) time.Duration {
 	t.Helper()
 	start := time.Now()
-	all := &syncBuffer{}
-	for _, r := range h.reps {
-		all.Write([]byte(r.log.String()))
-	}
-	h.waitAll(t, n, all)
+	h.waitAll(t, n, h.logs())
 	return time.Since(start)
 }
 

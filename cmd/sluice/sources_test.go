@@ -19,27 +19,34 @@ import (
 	"github.com/sluice-cdc/sluice/internal/workload"
 )
 
-// TestRunKill9ManySources: two servers in one pipeline (`sources:`) under
-// continuous writes, with transactions large enough to span batches; kill
-// -9 `sluice run` at random moments and restart it. Every sink (file, Kafka,
-// Redis streams) then holds every transaction of each source exactly once,
-// each source in its order, and each source's tables rebuilt from the
-// output equal the server's.
-func TestRunKill9ManySources(t *testing.T) {
+// shardsEnv is two servers feeding one pipeline (`sources:`, named db1
+// and db2) into a file, a Kafka and a Redis-streams sink.
+type shardsEnv struct {
+	*runEnv
+	dbs     []*testenv.MariaDB
+	writers []*workload.Writer
+	kafka   string
+	redis   string
+}
+
+// newShardsEnv starts the servers, with 20 transactions each for the
+// snapshots, and the sinks' servers.
+func newShardsEnv(t *testing.T) *shardsEnv {
+	t.Helper()
 	ctx := context.Background()
-	dbs := make([]*testenv.MariaDB, 2)
-	writers := make([]*workload.Writer, 2)
-	for i := range dbs {
-		dbs[i] = testenv.StartT(t, testenv.MariaDBOptions{ServerID: uint32(i + 1)})
-		if err := dbs[i].Exec(ctx, workload.Schema...); err != nil {
+	s := &shardsEnv{}
+	for i := range 2 {
+		db := testenv.StartT(t, testenv.MariaDBOptions{ServerID: uint32(i + 1)})
+		if err := db.Exec(ctx, workload.Schema...); err != nil {
 			t.Fatal(err)
 		}
-		writers[i] = &workload.Writer{DB: dbs[i]}
-		if err := writers[i].Txns(ctx, 20); err != nil { // rows for the snapshots
+		w := &workload.Writer{DB: db}
+		if err := w.Txns(ctx, 20); err != nil {
 			t.Fatal(err)
 		}
+		s.dbs, s.writers = append(s.dbs, db), append(s.writers, w)
 	}
-	e := &runEnv{db: dbs[0], dir: t.TempDir(), bin: buildSluice(t)}
+	e := &runEnv{db: s.dbs[0], dir: t.TempDir(), bin: buildSluice(t)}
 	e.readers = map[string]func() ([]*codec.Event, error){
 		"file": func() ([]*codec.Event, error) {
 			return workload.ReadFileSink(filepath.Join(e.dir, "out", "changes.*.jsonl"))
@@ -50,6 +57,7 @@ func TestRunKill9ManySources(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(kc.Close)
+	s.kafka = kc.ListenAddrs()[0]
 	kr := newKafkaReader(t, kc.ListenAddrs(), "app.log", "app.kv", "app.bulk")
 	e.readers["kafka"] = func() ([]*codec.Event, error) {
 		want := 0
@@ -59,11 +67,21 @@ func TestRunKill9ManySources(t *testing.T) {
 		return kr.read(want)
 	}
 	r := testenv.StartRedis(t)
+	s.redis = r.Addr()
 	e.readers["redis"] = func() ([]*codec.Event, error) {
 		return readRedisStreams(r.Addr(), "s:app.log", "s:app.kv", "s:app.bulk")
 	}
+	s.runEnv = e
+	return s
+}
+
+// writeConfig writes the pipeline's config (pipeline "shards", alignment
+// on, small batches so that large transactions span them) to e.config,
+// with extra appended.
+func (s *shardsEnv) writeConfig(t *testing.T, extra string) {
+	t.Helper()
 	var srcs []string
-	for i, db := range dbs {
+	for i, db := range s.dbs {
 		srcs = append(srcs, fmt.Sprintf("  - name: db%d\n    url: %s\n    server_id: %d\n    tables: [app.*]\n    snapshot: {chunk_rows: 10}", i+1, db.URL(), 911+i))
 	}
 	cfg := fmt.Sprintf(`pipeline: shards
@@ -84,43 +102,49 @@ checkpoint:
   path: %s
   interval: 200ms
 buffer: {batch_bytes: 16KiB}
-`, strings.Join(srcs, "\n"), filepath.Join(e.dir, "out", "changes.jsonl"), kc.ListenAddrs()[0], r.Addr(), filepath.Join(e.dir, "ckpt.json"))
-	e.config = filepath.Join(e.dir, "sluice.yaml")
-	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
+%s
+`, strings.Join(srcs, "\n"), filepath.Join(s.dir, "out", "changes.jsonl"), s.kafka, s.redis, filepath.Join(s.dir, "ckpt.json"), extra)
+	s.config = filepath.Join(s.dir, "sluice.yaml")
+	if err := os.WriteFile(s.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuffer{}
-	cmd := e.start(t, log)
-	waitSources := func(n []int) {
-		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for name, read := range e.readers {
-			for {
-				evs, err := read()
-				ok := err == nil
-				for i := range dbs {
-					if ok && countSource(evs, fmt.Sprintf("db%d", i+1)) < n[i] {
-						ok = false
-					}
+}
+
+// waitSources waits until every sink holds n[i] app.log rows of source i.
+func (s *shardsEnv) waitSources(t *testing.T, n []int, log fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for name, read := range s.readers {
+		for {
+			evs, err := read()
+			ok := err == nil
+			for i := range s.dbs {
+				if ok && countSource(evs, fmt.Sprintf("db%d", i+1)) < n[i] {
+					ok = false
 				}
-				if ok {
-					break
-				}
-				if time.Now().After(deadline) {
-					l := log.String()
-					t.Fatalf("sink %s lacks rows after 90 s: %d messages, app.log rows per source %d and %d, want %v (err %v)\n%s",
-						name, len(evs), countSource(evs, "db1"), countSource(evs, "db2"), n, err, l[max(0, len(l)-6000):])
-				}
-				time.Sleep(100 * time.Millisecond)
 			}
+			if ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				l := log.String()
+				t.Fatalf("sink %s lacks rows after 90 s: %d messages, app.log rows per source %d and %d, want %v (err %v)\n%s",
+					name, len(evs), countSource(evs, "db1"), countSource(evs, "db2"), n, err, l[max(0, len(l)-6000):])
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	waitSources([]int{20, 20})
+}
 
+// load writes to both servers until the returned function is called,
+// which returns each server's number of transactions. One transaction in
+// twenty is large enough to span batches.
+func (s *shardsEnv) load(t *testing.T) func() []int {
+	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	errs := make([]error, len(writers))
-	for i, w := range writers {
+	errs := make([]error, len(s.writers))
+	for i, w := range s.writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -132,7 +156,7 @@ buffer: {batch_bytes: 16KiB}
 				}
 				var err error
 				if k%20 == 7 {
-					err = w.BulkTxn(ctx, 100+rand.IntN(200)) // spans batches
+					err = w.BulkTxn(ctx, 100+rand.IntN(200))
 				} else {
 					err = w.Txns(ctx, 1+rand.IntN(3))
 				}
@@ -144,35 +168,97 @@ buffer: {batch_bytes: 16KiB}
 			}
 		}()
 	}
-	cmd = e.killRestart(t, cmd, log, func() string {
-		return fmt.Sprintf("%d and %d transactions", writers[0].N(), writers[1].N())
-	})
-	close(stop)
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
+	return func() []int {
+		close(stop)
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
+		return []int{s.writers[0].N(), s.writers[1].N()}
 	}
-	totals := []int{writers[0].N(), writers[1].N()}
-	waitSources(totals)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("sluice run after SIGTERM: %v\n%s", err, log.String())
-	}
-	t.Logf("restarts where a sink held part of a large transaction: %d", strings.Count(log.String(), "a sink holds part of a large transaction"))
-	for name, read := range e.readers {
+}
+
+func (s *shardsEnv) progress() string {
+	return fmt.Sprintf("%d and %d transactions", s.writers[0].N(), s.writers[1].N())
+}
+
+// checkSources checks that every sink holds each source's totals[i]
+// transactions exactly once, in order, and that each source's tables
+// rebuilt from the output equal the server's.
+func (s *shardsEnv) checkSources(t *testing.T, totals []int) {
+	t.Helper()
+	for name, read := range s.readers {
 		evs, err := read()
 		if err != nil {
 			t.Fatalf("sink %s: %v", name, err)
 		}
-		for i, db := range dbs {
-			if err := workload.CheckSource(ctx, db, evs, fmt.Sprintf("db%d", i+1), totals[i]); err != nil {
+		for i, db := range s.dbs {
+			if err := workload.CheckSource(context.Background(), db, evs, fmt.Sprintf("db%d", i+1), totals[i]); err != nil {
 				t.Fatalf("sink %s: %v", name, err)
 			}
 		}
 		t.Logf("sink %s: %d messages; %d and %d transactions of the two sources, each exactly once", name, len(evs), totals[0], totals[1])
 	}
+}
+
+// TestRunKill9ManySources: two servers in one pipeline under continuous
+// writes, with transactions large enough to span batches; kill -9 `sluice
+// run` at random moments and restart it. Every sink (file, Kafka, Redis
+// streams) then holds every transaction of each source exactly once, each
+// source in its order, and each source's tables rebuilt from the output
+// equal the server's.
+func TestRunKill9ManySources(t *testing.T) {
+	s := newShardsEnv(t)
+	s.writeConfig(t, "")
+	log := &syncBuffer{}
+	cmd := s.start(t, log)
+	s.waitSources(t, []int{20, 20}, log)
+	stop := s.load(t)
+	cmd = s.killRestart(t, cmd, log, s.progress)
+	totals := stop()
+	s.waitSources(t, totals, log)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("sluice run after SIGTERM: %v\n%s", err, log.String())
+	}
+	t.Logf("restarts where a sink held part of a large transaction: %d", strings.Count(log.String(), "a sink holds part of a large transaction"))
+	s.checkSources(t, totals)
+}
+
+// TestHAFailoverManySources: the two-source pipeline run by two replicas
+// with an etcd coordinator; under continuous writes the leader is killed
+// -9 again and again and comes back as a follower. After every failover
+// the other replica leads with a higher epoch and resumes each source
+// from the checkpoint in etcd: every sink holds every transaction of each
+// source exactly once.
+func TestHAFailoverManySources(t *testing.T) {
+	s := newShardsEnv(t)
+	h := withReplicas(t, s.runEnv, "shards", 2, func(extra string) { s.writeConfig(t, extra) })
+	for _, r := range h.reps {
+		r.start(t, h.bin)
+	}
+	lead, epoch := h.leader(t, 30*time.Second)
+	s.waitSources(t, []int{20, 20}, h.logs())
+	stop := s.load(t)
+	for round := range 3 {
+		time.Sleep(time.Duration(500+rand.IntN(1000)) * time.Millisecond)
+		lead.kill()
+		next, e2 := h.leader(t, 15*time.Second)
+		t.Logf("failover %d after %s: replica-%d (epoch %d) killed; replica-%d leads with epoch %d", round+1, s.progress(), lead.n, epoch, next.n, e2)
+		if e2 <= epoch {
+			t.Fatalf("the new epoch %d is not above the old %d", e2, epoch)
+		}
+		lead.start(t, h.bin) // back as a follower
+		lead, epoch = next, e2
+	}
+	totals := stop()
+	s.waitSources(t, totals, h.logs())
+	for _, r := range h.reps {
+		r.kill()
+	}
+	s.checkSources(t, totals)
 }
 
 // countSource returns how many distinct app.log rows of source evs hold.
