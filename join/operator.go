@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Side is one of the join's two streams.
@@ -340,19 +339,18 @@ func OpenOperator(dir string, cfg OperatorConfig) (*Operator, error) {
 // stateMemTable is the size of the state's memtable.
 const stateMemTable = 64 << 20
 
-// stateOptions are the Pebble options of a join's state.
+// stateOptions are the Pebble options of a join's state. No bloom filters:
+// Pebble consults them only for point reads and prefix seeks, and the
+// state is read by ranges (a key's time range, the time index) only; they
+// cost every flush and compaction and served nothing.
 func stateOptions(log *slog.Logger, cacheBytes int64) *pebble.Options {
-	opts := &pebble.Options{
+	return &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		CacheSize:          cacheBytes,
 		MemTableSize:       stateMemTable,
 		Logger:             pebbleLogger{log},
 		Merger:             stateMerger,
 	}
-	for i := range opts.Levels {
-		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
-	}
-	return opts
 }
 
 func (o *Operator) newBatches() {
