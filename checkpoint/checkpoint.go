@@ -44,11 +44,25 @@ type Checkpoint struct {
 	// Snapshots holds, per source of a pipeline with several sources (and
 	// for every source of `sluice run`), that source's unfinished snapshot.
 	Snapshots map[string]json.RawMessage `json:"snapshots,omitempty"`
-	// Open names a transaction that sinks may hold only part of: a large
-	// transaction of a pipeline with several sources, recorded before its
-	// first part is written (see docs/SOURCES.md).
+	// Opens names the transactions that sinks may hold only part of: large
+	// transactions of a pipeline with several sources, each recorded before
+	// a batch that ends inside it is written, and kept until a batch that
+	// holds its end is in every sink (sinks may be a batch apart when a
+	// run stops). A transaction written again after a crash can appear
+	// twice, numbered by each run. See docs/SOURCES.md.
+	Opens []Open `json:"opens,omitempty"`
+	// Open is the one open transaction of checkpoints of an older sluice;
+	// Load moves it into Opens.
 	Open    *Open     `json:"open,omitempty"`
 	SavedAt time.Time `json:"saved_at"`
+}
+
+// upgrade moves fields of older checkpoints to their current place.
+func (cp *Checkpoint) upgrade() {
+	if cp.Open != nil {
+		cp.Opens = append(cp.Opens, *cp.Open)
+		cp.Open = nil
+	}
 }
 
 // Open is a transaction whose first part was about to be written: its
@@ -91,6 +105,7 @@ func (s *FileStore) Load(ctx context.Context) (Checkpoint, error) {
 	if err := json.Unmarshal(data, &cp); err != nil {
 		return Checkpoint{}, fmt.Errorf("%w: %s: %v (move it away to start over, or restore a backup)", ErrCorrupt, s.Path, err)
 	}
+	cp.upgrade()
 	return cp, nil
 }
 

@@ -98,3 +98,21 @@ func TestFileStoreCorrupt(t *testing.T) {
 		t.Fatalf("want ErrCorrupt, got %v", err)
 	}
 }
+
+// TestFileStoreUpgradesOpen: the one open transaction of an older
+// checkpoint is read into Opens.
+func TestFileStoreUpgradesOpen(t *testing.T) {
+	s := &FileStore{Path: filepath.Join(t.TempDir(), "cp.json")}
+	old := `{"version":3,"sources":{"a":{"file":"mysql-bin.000001","pos":4}},"open":{"source":"a","begin":{"file":"mysql-bin.000001","pos":993},"first_seq":17},"saved_at":"2026-11-30T00:00:00Z"}`
+	if err := os.WriteFile(s.Path, []byte(old), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := s.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Open{Source: "a", Begin: position.Position{File: "mysql-bin.000001", Offset: 993}, FirstSeq: 17}
+	if cp.Open != nil || len(cp.Opens) != 1 || cp.Opens[0] != want {
+		t.Fatalf("loaded Open %v, Opens %+v; want Opens [%+v]", cp.Open, cp.Opens, want)
+	}
+}

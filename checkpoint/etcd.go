@@ -50,6 +50,7 @@ func (s *EtcdStore) Load(ctx context.Context) (Checkpoint, error) {
 	if err := json.Unmarshal(kv.Value, &cp); err != nil {
 		return Checkpoint{}, fmt.Errorf("%w: etcd key %s: %v (delete the key to start over, or put back a good one)", ErrCorrupt, s.Key, err)
 	}
+	cp.upgrade()
 	cp.Version = uint64(kv.ModRevision)
 	return cp, nil
 }

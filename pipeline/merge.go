@@ -262,10 +262,9 @@ type merger struct {
 	ins    []*input
 	wake   chan struct{}
 	locked int // a source in the middle of a large transaction, or -1
-	// pin is a source to take from until its transaction beginning at
-	// pinBegin is out (recovery of a partly written one), or -1.
-	pin      int
-	pinBegin position.Position
+	// pins are transactions to take from their sources, in order, before
+	// anything else (recovery of partly written ones).
+	pins []pin
 
 	arrivals atomic.Uint64
 	// emitted is the watermark of what the builder has been handed (Unix
@@ -279,7 +278,7 @@ type merger struct {
 
 func newMerger(p *Pipeline) *merger {
 	a := p.cfg.Align
-	m := &merger{p: p, wake: make(chan struct{}, 1), locked: -1, pin: -1, align: a.MaxSkew > 0,
+	m := &merger{p: p, wake: make(chan struct{}, 1), locked: -1, align: a.MaxSkew > 0,
 		maxSkew: int64(a.MaxSkew), maxWait: int64(a.MaxWait), fail: a.OnStall == StallFail}
 	n := len(p.srcs)
 	limit := max(p.cfg.BufferBytes/(2*n), 4<<20)
@@ -348,8 +347,8 @@ func (m *merger) next() (*input, item, bool, error) {
 	if err != nil {
 		return nil, item{}, false, err
 	}
-	if m.locked < 0 && m.pin >= 0 {
-		m.locked = m.pin
+	if m.locked < 0 && len(m.pins) > 0 {
+		m.locked = m.pins[0].src
 	}
 	if m.locked >= 0 {
 		in := m.ins[m.locked]
@@ -360,7 +359,7 @@ func (m *merger) next() (*input, item, bool, error) {
 				if in.err != nil {
 					return nil, item{}, false, in.err
 				}
-				m.locked, m.pin = -1, -1
+				m.locked, m.pins = -1, nil
 			}
 			return nil, item{}, false, nil
 		}
@@ -529,8 +528,8 @@ func (m *merger) emit(ctx context.Context, in *input, it item) error {
 		} else {
 			m.locked = in.idx
 		}
-		if m.pin == in.idx && (t.Last && t.Begin.Compare(m.pinBegin) >= 0 || t.Begin.Compare(m.pinBegin) > 0) {
-			m.pin = -1
+		for len(m.pins) > 0 && m.pins[0].src == in.idx && (t.Last && t.Begin.Compare(m.pins[0].begin) >= 0 || t.Begin.Compare(m.pins[0].begin) > 0) {
+			m.pins = m.pins[1:]
 		}
 	}
 	m.b.wm = m.emitted

@@ -1,11 +1,13 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,11 +189,16 @@ type plan struct {
 	// already holds (several sources only; nil when none).
 	holds    [][]hold
 	snapshot bool // a checkpoint inside a snapshot: no seq skipping
-	// pin is a source whose partly written transaction (beginning at
-	// pinBegin) must be written again before any other source's (-1:
-	// none): what a sink holds of it is counted from its first message.
-	pin      int
-	pinBegin position.Position
+	// pins are the partly written transactions, oldest first: each must be
+	// written again before any other source's (what a sink holds of it is
+	// counted from its first message).
+	pins []pin
+}
+
+// pin is a transaction of source src beginning at begin.
+type pin struct {
+	src   int
+	begin position.Position
 }
 
 // srcPlan is where one source resumes.
@@ -226,7 +233,7 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 		cp.Snapshots[p.srcs[0].cfg.Name] = cp.Snapshot
 		cp.Snapshot = nil
 	}
-	pl := plan{nextSeq: cp.LastSeq + 1, srcs: make([]srcPlan, len(p.srcs)), pin: -1}
+	pl := plan{nextSeq: cp.LastSeq + 1, srcs: make([]srcPlan, len(p.srcs))}
 	for i, s := range p.srcs {
 		sp := &pl.srcs[i]
 		sp.pos = cp.Sources[s.cfg.Name]
@@ -331,29 +338,55 @@ func (p *Pipeline) planSources(cp *checkpoint.Checkpoint, recs []Recovery, pl *p
 			}
 		}
 	}
-	if o := cp.Open; o != nil {
+	// A sink holds part of at most one transaction: its last. It is the
+	// recorded open transaction with the highest first sequence number the
+	// sink has reached (a transaction written again after a crash is
+	// recorded once per run, numbered by each), unless the sink holds that
+	// transaction's end.
+	type partial struct {
+		o  checkpoint.Open
+		si int
+	}
+	var parts []partial
+	for i, rec := range recs {
+		var o *checkpoint.Open
+		for k := range cp.Opens {
+			c := &cp.Opens[k]
+			if c.FirstSeq <= rec.MaxSeq && (o == nil || c.FirstSeq > o.FirstSeq) {
+				o = c
+			}
+		}
+		if o == nil {
+			continue
+		}
+		if e, ok := rec.Ends[o.Source]; ok && e.Seq >= o.FirstSeq {
+			continue // the sink holds the whole transaction
+		}
 		si := -1
-		for i, s := range p.srcs {
+		for k, s := range p.srcs {
 			if s.cfg.Name == o.Source {
-				si = i
+				si = k
 			}
 		}
 		if si < 0 {
 			return fmt.Errorf("checkpoint: a transaction of source %q may be partly written, but the config has no such source: put the source back until the pipeline has run once, or empty the sinks to start over", o.Source)
 		}
-		for i, rec := range recs {
-			if rec.MaxSeq < o.FirstSeq {
-				continue
-			}
-			if e, ok := rec.Ends[o.Source]; ok && e.Seq >= o.FirstSeq {
-				continue // the sink holds the whole transaction
-			}
-			h := &pl.holds[i][si]
-			h.openBegin, h.openCount = o.Begin, int(rec.MaxSeq-o.FirstSeq+1)
-			pl.pin, pl.pinBegin = si, o.Begin
-			holding = true
-			p.log.Info("a sink holds part of a large transaction; the rest follows", "sink", p.cfg.Sinks[i].Name(), "source", o.Source, "messages_held", h.openCount)
+		h := &pl.holds[i][si]
+		h.openBegin, h.openCount = o.Begin, int(rec.MaxSeq-o.FirstSeq+1)
+		holding = true
+		p.log.Info("a sink holds part of a large transaction; the rest follows", "sink", p.cfg.Sinks[i].Name(), "source", o.Source, "messages_held", h.openCount)
+		k := slices.IndexFunc(parts, func(q partial) bool { return q.si == si && q.o.Begin == o.Begin })
+		if k < 0 {
+			parts = append(parts, partial{o: *o, si: si})
+		} else if o.FirstSeq < parts[k].o.FirstSeq {
+			parts[k].o = *o
 		}
+	}
+	// The oldest first: a sink holding part of a later one holds the
+	// earlier ones whole, so it receives nothing before its own.
+	slices.SortFunc(parts, func(a, b partial) int { return cmp.Compare(a.o.FirstSeq, b.o.FirstSeq) })
+	for _, q := range parts {
+		pl.pins = append(pl.pins, pin{src: q.si, begin: q.o.Begin})
 	}
 	if !holding {
 		pl.holds = nil
@@ -448,7 +481,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	w := newWriter(p, &cp, epoch, pl)
 	m := newMerger(p)
 	m.b = newBuilder(p, w, epoch, pl.nextSeq, pl.holds)
-	m.pin, m.pinBegin = pl.pin, pl.pinBegin
+	m.pins = pl.pins
 	p.merger.Store(m)
 	defer p.merger.Store(nil)
 	var wg sync.WaitGroup
@@ -1164,10 +1197,10 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		return err
 	}
 	multi := len(w.p.srcs) > 1
-	if multi && bt.open != nil && !sameOpen(w.cp.Open, bt.open) {
+	if multi && bt.open != nil && !slices.Contains(w.cp.Opens, *bt.open) {
 		// Sinks are about to hold part of a transaction: record which one
 		// first, so that a recovery knows what that part is.
-		w.cp.Open = bt.open
+		w.cp.Opens = append(w.cp.Opens, *bt.open)
 		w.dirty = true
 		if err := w.save(ctx, true); err != nil {
 			return err
@@ -1229,9 +1262,17 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		}
 		w.dirty = true
 	}
-	if multi && !sameOpen(w.cp.Open, bt.open) {
-		w.cp.Open = bt.open
-		w.dirty = true
+	if multi && len(w.cp.Opens) > 0 {
+		// Every sink now holds this batch: an open transaction whose source
+		// has moved past its beginning has ended in every sink.
+		n := len(w.cp.Opens)
+		w.cp.Opens = slices.DeleteFunc(w.cp.Opens, func(o checkpoint.Open) bool {
+			si := w.p.srcIndex(o.Source)
+			return si >= 0 && !bt.ends[si].IsZero() && bt.ends[si].Compare(o.Begin) > 0
+		})
+		if len(w.cp.Opens) != n {
+			w.dirty = true
+		}
 	}
 	last := bt.LastSeq()
 	if bt.hasEnd && bt.endSeq >= last {
@@ -1274,11 +1315,14 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	return w.save(ctx, force)
 }
 
-func sameOpen(a, b *checkpoint.Open) bool {
-	if a == nil || b == nil {
-		return a == b
+// srcIndex returns the index of the source named name, or -1.
+func (p *Pipeline) srcIndex(name string) int {
+	for i, s := range p.srcs {
+		if s.cfg.Name == name {
+			return i
+		}
 	}
-	return *a == *b
+	return -1
 }
 
 // writeSink writes bt's messages that sink i does not hold yet, retrying

@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/metrics"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,8 +17,10 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink/file"
 )
 
 // shard is one MariaDB server of a sharded database, reached through a
@@ -790,4 +794,201 @@ func (r *runtimeMem) heapInUse() uint64 {
 	}
 	metrics.Read(r.s)
 	return r.s[0].Value.Uint64()
+}
+
+// crashAfter is a sink that, at the first batch crash says yes to, waits
+// until the other sink (first) has written that batch and then stops the
+// pipeline without writing it: a crash that leaves the two sinks a batch
+// apart.
+type crashAfter struct {
+	pipeline.Sink
+	first   *countingSink
+	crash   func(*pipeline.Batch) bool
+	stop    context.CancelFunc
+	crashed atomic.Bool
+}
+
+func (c *crashAfter) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+	if c.crash != nil && !c.crashed.Load() && c.crash(b) {
+		c.crashed.Store(true)
+		deadline := time.Now().Add(10 * time.Second)
+		for c.first.last.Load() < b.LastSeq() && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		c.stop()
+		return "", errors.New("crashed")
+	}
+	return c.Sink.Write(ctx, b)
+}
+
+// countingSink records the last sequence number written.
+type countingSink struct {
+	pipeline.Sink
+	last atomic.Uint64
+}
+
+func (c *countingSink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+	off, err := c.Sink.Write(ctx, b)
+	if err == nil {
+		c.last.Store(b.LastSeq())
+	}
+	return off, err
+}
+
+// TestManySourcesSinksABatchApart: large transactions of one source span
+// batches; the pipeline stops (as in a crash) when one sink has written a
+// batch that ends one large transaction and begins the next, and the
+// other has not: the first holds part of the second transaction, the
+// other part of the first. After a restart each sink holds every row once.
+func TestManySourcesSinksABatchApart(t *testing.T) {
+	shards := startShards(t, 2)
+	dir := t.TempDir()
+	newSink := func(name string) pipeline.Sink {
+		s, err := file.New(name, file.Config{Path: filepath.Join(dir, name, "out.jsonl")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := &countingSink{Sink: newSink("a")}
+	var b *crashAfter
+	b = &crashAfter{Sink: newSink("b"), first: a, crash: func(bt *pipeline.Batch) bool {
+		// The batch goes on with a transaction begun in an earlier one,
+		// ends it, and ends inside the next one.
+		ms := bt.Messages
+		if len(ms) < 2 || ms[0].Source != "shard1" || ms[0].Table != "big" || ms[0].Change.After[0].Int()%1000 == 1 {
+			return false
+		}
+		last := &ms[len(ms)-1]
+		if last.Source != "shard1" || last.Table != "big" || last.End != nil {
+			return false
+		}
+		for i := range ms[:len(ms)-1] {
+			if ms[i].Source == "shard1" && ms[i].End != nil {
+				return true
+			}
+		}
+		return false
+	}}
+	var srcs []pipeline.SourceConfig
+	for _, s := range shards {
+		src, err := binlog.ParseSourceURL(s.db.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
+			t.Fatal(err)
+		}
+		src.StartAt = binlog.StartEarliest // a restart before any saved position starts there again
+		srcs = append(srcs, pipeline.SourceConfig{Name: s.name, Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"}})
+	}
+	cfg := pipeline.Config{
+		Name:            "apart",
+		Sources:         srcs,
+		Sinks:           []pipeline.Sink{a, b},
+		Store:           &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")},
+		CheckpointEvery: 50 * time.Millisecond,
+		BatchBytes:      16 << 10,
+		RetryMin:        10 * time.Millisecond,
+	}
+	run := func() (*pipeline.Pipeline, chan error, context.CancelFunc) {
+		p, err := pipeline.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		return p, done, cancel
+	}
+	p, done, cancel := run()
+	b.stop = cancel
+	(&running{p: p, done: done}).waitStreaming(t)
+	ctx := context.Background()
+	// Five transactions of 300 rows (about 70 KiB each) on shard1, small
+	// ones on shard2.
+	const txns, rows = 5, 300
+	for j := 1; j <= txns; j++ {
+		if err := shards[0].db.Exec(ctx, fmt.Sprintf("INSERT INTO app.big SELECT %d * 1000 + seq, REPEAT('x', 40) FROM app.seq_1_to_%d", j, rows)); err != nil {
+			t.Fatal(err)
+		}
+		if err := shards[1].db.Exec(ctx, "INSERT INTO app.t (v) VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("no batch matched the crash condition")
+	}
+	cancel()
+	if !b.crashed.Load() {
+		t.Fatal("the pipeline stopped without the crash")
+	}
+	b.crash = nil
+	_, done, cancel = run()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	for _, name := range []string{"a", "b"} {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			big, small, err := readApart(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatalf("sink %s: %v", name, err)
+			}
+			if len(big) == txns*rows && small == txns {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sink %s: %d big rows and %d small after the restart, want %d and %d", name, len(big), small, txns*rows, txns)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// readApart reads a file sink of TestManySourcesSinksABatchApart: the ids
+// of app.big rows (failing on a repeat or a sequence number out of order)
+// and the number of app.t rows.
+func readApart(dir string) (map[int64]bool, int, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "out.*.jsonl"))
+	sort.Strings(files)
+	big := map[int64]bool{}
+	small := 0
+	var last uint64
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			if len(line) == 0 {
+				continue
+			}
+			ev, err := codec.DecodeLine(line)
+			if err != nil {
+				return nil, 0, err
+			}
+			if ev.Sluice.Seq <= last {
+				return nil, 0, fmt.Errorf("seq %d after %d", ev.Sluice.Seq, last)
+			}
+			last = ev.Sluice.Seq
+			switch ev.Source.Table {
+			case "big":
+				id, _ := strconv.ParseInt(string(ev.After["id"]), 10, 64)
+				if big[id] {
+					return nil, 0, fmt.Errorf("app.big row %d twice (seq %d, epoch %d)", id, ev.Sluice.Seq, ev.Sluice.Epoch)
+				}
+				big[id] = true
+			case "t":
+				small++
+			}
+		}
+	}
+	return big, small, nil
 }
