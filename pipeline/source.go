@@ -72,6 +72,10 @@ type addRequest struct {
 type emitter interface {
 	txn(ctx context.Context, t *binlog.Txn) error
 	snapshotState(ctx context.Context, st *snapshot.State) error
+	// snapshotFinished says that the stream starts from pos: after a
+	// consistent snapshot, or where the reader fixed a start that no
+	// checkpoint holds yet (the checkpoint saves it, so that a restart
+	// before the first transaction resumes there, not at a new "current").
 	snapshotFinished(ctx context.Context, pos position.Position) error
 	// streamStarted says that the binlog stream is open (alignment then
 	// counts the source).
@@ -143,6 +147,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 			cfg.Start = res.Position
 		}
 	}
+	fresh := cfg.Start.IsZero() // the reader resolves start_at itself
 	r, err := binlog.NewReader(cfg)
 	if err != nil {
 		return err
@@ -150,6 +155,11 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	defer r.Close()
 	if err := r.Ready(ctx); err != nil {
 		return err
+	}
+	if fresh && resume == nil {
+		if err := out.snapshotFinished(ctx, r.Delivered()); err != nil {
+			return err
+		}
 	}
 	out.streamStarted()
 	st := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: s.cfg.Snapshot.ChunkRows, Logger: s.log})
