@@ -63,9 +63,9 @@ func (a *AlignConfig) validate() error {
 type itemKind uint8
 
 const (
-	itemTxn      itemKind = iota
-	itemState             // a snapshot state, saved once what is before it is durable
-	itemFinished          // the end of a consistent snapshot
+	itemTxn        itemKind = iota
+	itemState               // a snapshot state, saved once what is before it is durable
+	itemStreamFrom          // the stream starts at pos (after a snapshot, or a fresh start)
 )
 
 // item is one thing a source handed to the merger, in the source's order.
@@ -205,8 +205,8 @@ func (in *input) snapshotState(ctx context.Context, st *snapshot.State) error {
 	return in.push(ctx, item{kind: itemState, st: st})
 }
 
-func (in *input) snapshotFinished(ctx context.Context, pos position.Position) error {
-	return in.push(ctx, item{kind: itemFinished, pos: pos})
+func (in *input) streamFrom(ctx context.Context, pos position.Position) error {
+	return in.push(ctx, item{kind: itemStreamFrom, pos: pos})
 }
 
 func (in *input) streamStarted() {
@@ -515,8 +515,8 @@ func (m *merger) emit(ctx context.Context, in *input, it item) error {
 	case itemState:
 		m.b.snapshotState(in.idx, it.st)
 		return nil
-	case itemFinished:
-		return m.b.snapshotFinished(ctx, in.idx, it.pos)
+	case itemStreamFrom:
+		return m.b.streamFrom(ctx, in.idx, it.pos)
 	}
 	if it.heldSince > 0 {
 		m.p.stats.holdNanos.Add(uint64(max(m.now()-it.heldSince, 0)))

@@ -362,12 +362,7 @@ func (p *Pipeline) planSources(cp *checkpoint.Checkpoint, recs []Recovery, pl *p
 		if e, ok := rec.Ends[o.Source]; ok && e.Seq >= o.FirstSeq {
 			continue // the sink holds the whole transaction
 		}
-		si := -1
-		for k, s := range p.srcs {
-			if s.cfg.Name == o.Source {
-				si = k
-			}
-		}
+		si := p.srcIndex(o.Source)
 		if si < 0 {
 			return fmt.Errorf("checkpoint: a transaction of source %q may be partly written, but the config has no such source: put the source back until the pipeline has run once, or empty the sinks to start over", o.Source)
 		}
@@ -543,10 +538,8 @@ func (p *Pipeline) AddTable(ctx context.Context, source, db, table, where string
 		}
 		return p.srcs[0].addTable(ctx, db, table, where)
 	}
-	for _, s := range p.srcs {
-		if s.cfg.Name == source {
-			return s.addTable(ctx, db, table, where)
-		}
+	if si := p.srcIndex(source); si >= 0 {
+		return p.srcs[si].addTable(ctx, db, table, where)
 	}
 	return fmt.Errorf("the pipeline has no source named %q", source)
 }
@@ -969,9 +962,11 @@ func (b *builder) snapshotState(si int, st *snapshot.State) {
 	}
 }
 
-// snapshotFinished ends a consistent snapshot of source si: the stream
-// starts from pos, and the snapshot's last rows go out now.
-func (b *builder) snapshotFinished(ctx context.Context, si int, pos position.Position) error {
+// streamFrom says that source si streams from pos: the end of a
+// consistent snapshot (its last rows go out now), or a start position the
+// reader fixed that no checkpoint holds yet. The batch is cut and
+// checkpointed.
+func (b *builder) streamFrom(ctx context.Context, si int, pos position.Position) error {
 	bt := b.batch()
 	bt.snaps = append(bt.snaps, srcSnap{si, nil})
 	bt.ends[si] = pos

@@ -72,11 +72,11 @@ type addRequest struct {
 type emitter interface {
 	txn(ctx context.Context, t *binlog.Txn) error
 	snapshotState(ctx context.Context, st *snapshot.State) error
-	// snapshotFinished says that the stream starts from pos: after a
+	// streamFrom says that the stream starts from pos: after a
 	// consistent snapshot, or where the reader fixed a start that no
 	// checkpoint holds yet (the checkpoint saves it, so that a restart
 	// before the first transaction resumes there, not at a new "current").
-	snapshotFinished(ctx context.Context, pos position.Position) error
+	streamFrom(ctx context.Context, pos position.Position) error
 	// streamStarted says that the binlog stream is open (alignment then
 	// counts the source).
 	streamStarted()
@@ -137,7 +137,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 				return err
 			}
 			s.log.Info("snapshot done; streaming continues from its position", "rows", res.Rows, "tables", res.Tables, "method", res.Method, "position", res.Position.String())
-			if err := out.snapshotFinished(ctx, res.Position); err != nil {
+			if err := out.streamFrom(ctx, res.Position); err != nil {
 				return err
 			}
 			deferred = res.Deferred
@@ -157,7 +157,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		return err
 	}
 	if fresh && resume == nil {
-		if err := out.snapshotFinished(ctx, r.Delivered()); err != nil {
+		if err := out.streamFrom(ctx, r.Delivered()); err != nil {
 			return err
 		}
 	}
