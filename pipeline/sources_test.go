@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +16,8 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
-	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/sink/file"
 )
@@ -956,38 +955,27 @@ func TestManySourcesSinksABatchApart(t *testing.T) {
 // of app.big rows (failing on a repeat or a sequence number out of order)
 // and the number of app.t rows.
 func readApart(dir string) (map[int64]bool, int, error) {
-	files, _ := filepath.Glob(filepath.Join(dir, "out.*.jsonl"))
-	sort.Strings(files)
+	evs, err := workload.ReadFileSink(filepath.Join(dir, "out.*.jsonl"))
+	if err != nil {
+		return nil, 0, err
+	}
 	big := map[int64]bool{}
 	small := 0
 	var last uint64
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, 0, err
+	for _, ev := range evs {
+		if ev.Sluice.Seq <= last {
+			return nil, 0, fmt.Errorf("seq %d after %d", ev.Sluice.Seq, last)
 		}
-		for _, line := range bytes.Split(data, []byte("\n")) {
-			if len(line) == 0 {
-				continue
+		last = ev.Sluice.Seq
+		switch ev.Source.Table {
+		case "big":
+			id, _ := strconv.ParseInt(string(ev.After["id"]), 10, 64)
+			if big[id] {
+				return nil, 0, fmt.Errorf("app.big row %d twice (seq %d, epoch %d)", id, ev.Sluice.Seq, ev.Sluice.Epoch)
 			}
-			ev, err := codec.DecodeLine(line)
-			if err != nil {
-				return nil, 0, err
-			}
-			if ev.Sluice.Seq <= last {
-				return nil, 0, fmt.Errorf("seq %d after %d", ev.Sluice.Seq, last)
-			}
-			last = ev.Sluice.Seq
-			switch ev.Source.Table {
-			case "big":
-				id, _ := strconv.ParseInt(string(ev.After["id"]), 10, 64)
-				if big[id] {
-					return nil, 0, fmt.Errorf("app.big row %d twice (seq %d, epoch %d)", id, ev.Sluice.Seq, ev.Sluice.Epoch)
-				}
-				big[id] = true
-			case "t":
-				small++
-			}
+			big[id] = true
+		case "t":
+			small++
 		}
 	}
 	return big, small, nil
