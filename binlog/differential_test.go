@@ -74,7 +74,7 @@ var diffWrites = []string{
 }
 
 func TestDifferentialAllTypes(t *testing.T) {
-	for name, opts := range map[string]testenv.MariaDBOptions{
+	for name, opts := range map[string]testenv.Options{
 		"metadata=FULL":            {RowMetadata: "FULL"},
 		"metadata=MINIMAL":         {RowMetadata: "MINIMAL"},
 		"metadata=FULL,compressed": {RowMetadata: "FULL", Compressed: true},
@@ -83,7 +83,7 @@ func TestDifferentialAllTypes(t *testing.T) {
 	}
 }
 
-func differential(t *testing.T, opts testenv.MariaDBOptions) {
+func differential(t *testing.T, opts testenv.Options) {
 	db := testenv.StartT(t, opts)
 	ctx := context.Background()
 	var defs []string
@@ -180,7 +180,7 @@ func differential(t *testing.T, opts testenv.MariaDBOptions) {
 	}
 }
 
-func masterStatus(t *testing.T, db *testenv.MariaDB) (p position.Position) {
+func masterStatus(t *testing.T, db *testenv.Server) (p position.Position) {
 	t.Helper()
 	rs, err := db.Query(context.Background(), "SHOW MASTER STATUS")
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/sluice-cdc/sluice/position"
 )
 
-func newReader(t *testing.T, db *testenv.MariaDB, mod func(*binlog.Config)) *binlog.Reader {
+func newReader(t *testing.T, db *testenv.Server, mod func(*binlog.Config)) *binlog.Reader {
 	t.Helper()
 	cfg, err := binlog.ParseSourceURL(db.URL())
 	if err != nil {
@@ -50,7 +50,7 @@ func next(t *testing.T, r *binlog.Reader) *binlog.Txn {
 	}
 }
 
-func exec(t *testing.T, db *testenv.MariaDB, sql ...string) {
+func exec(t *testing.T, db *testenv.Server, sql ...string) {
 	t.Helper()
 	if err := db.Exec(context.Background(), sql...); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func exec(t *testing.T, db *testenv.MariaDB, sql ...string) {
 }
 
 func TestTransactionsAndPositions(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(20))", "CREATE TABLE app.skip (id INT PRIMARY KEY)")
 	r := newReader(t, db, func(c *binlog.Config) {
 		c.StartAt = binlog.StartCurrent
@@ -137,7 +137,7 @@ func TestTransactionsAndPositions(t *testing.T) {
 }
 
 func TestLargeTransactionChunks(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.big (id INT PRIMARY KEY, pad VARCHAR(200))")
 	r := newReader(t, db, func(c *binlog.Config) { c.ChunkBytes = 64 << 10 })
 	if err := r.Ready(timeout(t)); err != nil {
@@ -187,7 +187,7 @@ func indexOf(chs []binlog.Change, ch binlog.Change) int {
 }
 
 func TestPreflightErrors(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	exec(t, db,
 		"SET GLOBAL binlog_format = 'STATEMENT'",
 		"CREATE USER 'weak'@'%' IDENTIFIED BY 'pw'", "GRANT SELECT ON *.* TO 'weak'@'%'",
@@ -206,7 +206,7 @@ func TestPreflightErrors(t *testing.T) {
 }
 
 func TestPurgedPosition(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	exec(t, db, "CREATE DATABASE app", "FLUSH BINARY LOGS", "FLUSH BINARY LOGS")
 	rs, err := db.Query(context.Background(), "SHOW BINARY LOGS")
 	if err != nil {
@@ -247,7 +247,7 @@ func TestPurgedPosition(t *testing.T) {
 // TestRestartExactlyOnce kills the replication connection and restarts the
 // server under write load; every transaction must come out exactly once.
 func TestRestartExactlyOnce(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY AUTO_INCREMENT, writer INT, n INT, pad VARCHAR(100), k INT, UNIQUE KEY (writer, n, k))")
 	r := newReader(t, db, func(c *binlog.Config) { c.ChunkBytes = 8 << 10 })
 	if err := r.Ready(timeout(t)); err != nil {
@@ -324,7 +324,7 @@ func TestRestartExactlyOnce(t *testing.T) {
 }
 
 func TestCancelIsPrompt(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	r := newReader(t, db, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -340,7 +340,7 @@ func TestCancelIsPrompt(t *testing.T) {
 }
 
 func TestServerIDClash(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	first := newReader(t, db, func(c *binlog.Config) { c.ServerID = 4242; c.ReplicaHost = "sluice-p1" })
 	if err := first.Ready(timeout(t)); err != nil {
 		t.Fatal(err)
@@ -373,7 +373,7 @@ func TestServerIDClash(t *testing.T) {
 
 // With binlog_row_image=MINIMAL, unchanged columns are absent, not NULL.
 func TestMinimalRowImage(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{RowImage: "MINIMAL"})
+	db := testenv.StartT(t, testenv.Options{RowImage: "MINIMAL"})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, a INT, b VARCHAR(10))", "INSERT INTO app.t VALUES (1, 10, 'x')")
 	start := masterStatus(t, db)
 	exec(t, db, "UPDATE app.t SET a = 11 WHERE id = 1", "DELETE FROM app.t WHERE id = 1")
@@ -393,7 +393,7 @@ func TestMinimalRowImage(t *testing.T) {
 // changed the table's shape must stop the reader, not be decoded into the
 // wrong columns.
 func TestSchemaMismatchStops(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{RowMetadata: "MINIMAL"})
+	db := testenv.StartT(t, testenv.Options{RowMetadata: "MINIMAL"})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, a INT)")
 	start := masterStatus(t, db)
 	exec(t, db, "INSERT INTO app.t VALUES (1, 10)", "ALTER TABLE app.t MODIFY a VARCHAR(10)", "INSERT INTO app.t VALUES (2, 'x')")
@@ -430,7 +430,7 @@ func TestSchemaMismatchStops(t *testing.T) {
 // and the part already delivered is dropped, so every row arrives once,
 // in order, with chunk numbers continuing.
 func TestReconnectMidTransaction(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.big (id INT PRIMARY KEY, pad VARCHAR(200))")
 	start := masterStatus(t, db)
 	const rows = 100000
@@ -483,7 +483,7 @@ func timeout(t *testing.T) context.Context {
 // keeps only the newer binlog dump and drops the older connection. This is
 // what high availability relies on for "one dump per source".
 func TestSameServerIDServerDropsOlderDump(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	same := func(c *binlog.Config) {
 		c.ServerID = 5151
 		c.ReplicaHost = "sluice-ha"
@@ -547,7 +547,7 @@ func TestSameServerIDServerDropsOlderDump(t *testing.T) {
 // With DeliverHeartbeats an idle server's heartbeats reach Next in order
 // with the transactions, each at the position after everything sent.
 func TestHeartbeatsDelivered(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	ctx := timeout(t)
 	if err := db.Exec(ctx, "CREATE DATABASE hb", "CREATE TABLE hb.t (id INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
@@ -648,7 +648,7 @@ func newDropProxy(t *testing.T, upstream string) *dropProxy {
 // each with a good checksum) are noticed by their positions: the reader
 // reconnects and every transaction arrives exactly once.
 func TestStreamGapIsResumed(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	ctx := timeout(t)
 	if err := db.Exec(ctx, "CREATE DATABASE g", "CREATE TABLE g.t (id INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)

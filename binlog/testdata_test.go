@@ -12,7 +12,7 @@ import (
 // testdataFiles are binlog files captured from MariaDB by
 // TestRegenerateTestdata (run with SLUICE_REGEN_TESTDATA=1). They seed the
 // fuzz targets and drive the file-reading tests and examples.
-var testdataFiles = map[string]testenv.MariaDBOptions{
+var testdataFiles = map[string]testenv.Options{
 	"mariadb-full.bin":       {RowMetadata: "FULL"},
 	"mariadb-minimal.bin":    {RowMetadata: "MINIMAL"},
 	"mariadb-compressed.bin": {RowMetadata: "FULL", Compressed: true},

@@ -59,7 +59,7 @@ func writeCerts(t *testing.T, dir string) (ca, cert, key string) {
 func TestTLSVerifiedConnection(t *testing.T) {
 	dir := t.TempDir()
 	ca, cert, key := writeCerts(t, dir)
-	db := testenv.StartT(t, testenv.MariaDBOptions{Extra: []string{"--ssl-ca=" + ca, "--ssl-cert=" + cert, "--ssl-key=" + key}})
+	db := testenv.StartT(t, testenv.Options{Extra: []string{"--ssl-ca=" + ca, "--ssl-cert=" + cert, "--ssl-key=" + key}})
 	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)",
 		"CREATE USER 'secure'@'%' IDENTIFIED BY 'pw' REQUIRE SSL",
 		"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO 'secure'@'%'")
@@ -125,7 +125,7 @@ func TestParseSourceURL(t *testing.T) {
 // MariaDB's ed25519 authentication plugin, besides the native password one
 // every other test uses.
 func TestEd25519Authentication(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	exec(t, db, "INSTALL SONAME 'auth_ed25519'",
 		"CREATE USER 'edu'@'%' IDENTIFIED VIA ed25519 USING PASSWORD('s3cret')",
 		"GRANT REPLICATION SLAVE, BINLOG MONITOR, SELECT ON *.* TO 'edu'@'%'",

@@ -27,7 +27,7 @@ func readSink(t *testing.T, dir string) []*codec.Event {
 }
 
 type env struct {
-	db    *testenv.MariaDB
+	db    *testenv.Server
 	dir   string
 	store *checkpoint.FileStore
 }
@@ -110,7 +110,7 @@ func (w *writer) txns(t *testing.T, count int) {
 }
 
 func setup(t *testing.T) (*env, *writer) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	if err := db.Exec(context.Background(), workload.Schema...); err != nil {
 		t.Fatal(err)
 	}

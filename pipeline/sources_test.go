@@ -26,15 +26,15 @@ import (
 // fault proxy.
 type shard struct {
 	name  string
-	db    *testenv.MariaDB
+	db    *testenv.Server
 	proxy *testenv.FaultProxy
 }
 
 // startShards starts n MariaDB servers at once, each with the tables
 // app.t (the write load) and app.moves (rows moving between shards).
-func startShards(t *testing.T, n int, opts ...testenv.MariaDBOptions) []*shard {
+func startShards(t *testing.T, n int, opts ...testenv.Options) []*shard {
 	t.Helper()
-	all := make([]testenv.MariaDBOptions, n)
+	all := make([]testenv.Options, n)
 	for i := range all {
 		if i < len(opts) {
 			all[i] = opts[i]
@@ -645,7 +645,7 @@ func TestAlignCorrectsClockSkew(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MariaDB servers")
 	}
-	shards := startShards(t, 2, testenv.MariaDBOptions{}, testenv.MariaDBOptions{ClockOffset: 10 * time.Second})
+	shards := startShards(t, 2, testenv.Options{}, testenv.Options{ClockOffset: 10 * time.Second})
 	names := []string{"shard1", "shard2"}
 	rec, meter, lat := timedRecorder("clock", names)
 	p := runSources(t, "clock", shards, pipeline.AlignConfig{MaxSkew: 2 * time.Second}, rec)

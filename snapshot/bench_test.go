@@ -23,7 +23,7 @@ const benchRows = 200000
 
 var benchSetup sync.Once
 
-func benchTable(b *testing.B) *testenv.MariaDB {
+func benchTable(b *testing.B) *testenv.Server {
 	db := server(b)
 	benchSetup.Do(func() {
 		exec(b, db, "CREATE DATABASE benchdb", "USE benchdb", "SET SESSION sql_mode = ''", longTableDDL,

@@ -34,7 +34,7 @@ func TestSnapshotThenStreamUnderWrites(t *testing.T) {
 }
 
 func snapshotUnderWrites(t *testing.T, parallel int, method string) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	ctx := context.Background()
 	const rows = 30000
 	if err := db.Exec(ctx, "CREATE DATABASE app", "USE app",

@@ -18,16 +18,16 @@ import (
 // the package: each test works in databases of its own.
 var shared struct {
 	once sync.Once
-	db   *testenv.MariaDB
+	db   *testenv.Server
 	err  error
 }
 
-func server(t testing.TB) *testenv.MariaDB {
+func server(t testing.TB) *testenv.Server {
 	t.Helper()
 	shared.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		shared.db, shared.err = testenv.Start(ctx, testenv.MariaDBOptions{
+		shared.db, shared.err = testenv.Start(ctx, testenv.Options{
 			Extra: []string{"--innodb-buffer-pool-size=512M"},
 		})
 	})
@@ -45,14 +45,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func exec(t testing.TB, db *testenv.MariaDB, sql ...string) {
+func exec(t testing.TB, db *testenv.Server, sql ...string) {
 	t.Helper()
 	if err := db.Exec(context.Background(), sql...); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func conn(t testing.TB, db *testenv.MariaDB) *client.Conn {
+func conn(t testing.TB, db *testenv.Server) *client.Conn {
 	t.Helper()
 	c, err := db.Conn(context.Background())
 	if err != nil {
@@ -62,7 +62,7 @@ func conn(t testing.TB, db *testenv.MariaDB) *client.Conn {
 	return c
 }
 
-func masterStatus(t testing.TB, db *testenv.MariaDB) (p position.Position) {
+func masterStatus(t testing.TB, db *testenv.Server) (p position.Position) {
 	t.Helper()
 	rs, err := db.Query(context.Background(), "SHOW MASTER STATUS")
 	if err != nil {

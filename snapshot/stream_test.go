@@ -31,7 +31,7 @@ func (tb *table) apply(ch *binlog.Change) {
 }
 
 // serverState reads the tables as they are, formatted like the output.
-func serverState(t *testing.T, db *testenv.MariaDB, names ...string) map[string]string {
+func serverState(t *testing.T, db *testenv.Server, names ...string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	c, err := db.Conn(ctx)
@@ -78,7 +78,7 @@ func compareStates(t *testing.T, got, want map[string]string) {
 	}
 }
 
-func startWriters(db *testenv.MariaDB, rows int) (stop func() int64) {
+func startWriters(db *testenv.Server, rows int) (stop func() int64) {
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	var writes atomic.Int64
@@ -116,7 +116,7 @@ func startWriters(db *testenv.MariaDB, rows int) (stop func() int64) {
 // changes rebuild the table exactly, and no snapshot row overwrites a
 // newer change.
 func TestStreamSnapshotUnderWrites(t *testing.T) {
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	ctx := context.Background()
 	const rows = 20000
 	if err := db.Exec(ctx, "CREATE DATABASE app", "USE app",
@@ -188,7 +188,7 @@ func TestStreamSnapshotUnderWrites(t *testing.T) {
 func TestDeferredTablesUnderWrites(t *testing.T) {
 	for _, tc := range []struct{ engine, method string }{{"Aria", "consistent"}, {"MyISAM", "consistent"}, {"InnoDB", "watermark"}} {
 		t.Run(tc.engine+"/"+tc.method, func(t *testing.T) {
-			db := testenv.StartT(t, testenv.MariaDBOptions{})
+			db := testenv.StartT(t, testenv.Options{})
 			ctx := context.Background()
 			const rows = 20000
 			if err := db.Exec(ctx, "CREATE DATABASE app", "USE app",

@@ -29,7 +29,7 @@ import (
 // numbered 1..n.
 func TestRunJoinKill9ExactlyOnce(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	if err := db.Exec(ctx, "CREATE DATABASE shop",
 		"CREATE TABLE shop.orders (id INT PRIMARY KEY, created_at DATETIME(3) NOT NULL, note VARCHAR(40) NOT NULL)",
 		"CREATE TABLE shop.payments (id INT AUTO_INCREMENT PRIMARY KEY, order_id INT NOT NULL, paid_at DATETIME(3) NOT NULL, amount DECIMAL(10,2) NOT NULL)"); err != nil {
@@ -203,7 +203,7 @@ func readJoinedPairs(t *testing.T, glob string) []string {
 // retrying the write forever.
 func TestRunJoinMissingColumnStops(t *testing.T) {
 	ctx := context.Background()
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	if err := db.Exec(ctx, "CREATE DATABASE shop",
 		"CREATE TABLE shop.orders (id INT PRIMARY KEY, created_at DATETIME(3) NOT NULL)",
 		"CREATE TABLE shop.payments (id INT PRIMARY KEY, order_id INT NOT NULL, paid_at DATETIME(3) NOT NULL)",

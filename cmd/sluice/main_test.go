@@ -33,7 +33,7 @@ func buildSluice(t *testing.T) string {
 	return bin
 }
 
-func masterPos(t *testing.T, db *testenv.MariaDB) string {
+func masterPos(t *testing.T, db *testenv.Server) string {
 	t.Helper()
 	rs, err := db.Query(context.Background(), "SHOW MASTER STATUS")
 	if err != nil {
@@ -84,7 +84,7 @@ func rowEvents(evs []*codec.Event) []*codec.Event {
 
 func TestTailRangeCheckpointAndRead(t *testing.T) {
 	bin := buildSluice(t)
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	ctx := context.Background()
 	if err := db.Exec(ctx, "CREATE DATABASE shop", "CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(6,2))", "CREATE TABLE shop.other (id INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
@@ -152,7 +152,7 @@ func TestTailRangeCheckpointAndRead(t *testing.T) {
 // A file written without column names: --schema-from fills them in.
 func TestReadSchemaFrom(t *testing.T) {
 	bin := buildSluice(t)
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	if err := db.Exec(context.Background(), "CREATE DATABASE shop",
 		"CREATE TABLE shop.items (id INT UNSIGNED PRIMARY KEY, name VARCHAR(40) NOT NULL, price DECIMAL(8,2), added DATETIME(3), tags SET('new','sale'), kind ENUM('book','toy'), note TEXT, raw VARBINARY(8))"); err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func TestBadInput(t *testing.T) {
 // plus changes from all runs rebuild the table exactly.
 func TestSnapshotKill9Resume(t *testing.T) {
 	bin := buildSluice(t)
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	ctx := context.Background()
 	const rows = 30000
 	if err := db.Exec(ctx, "CREATE DATABASE app", "USE app",
@@ -369,7 +369,7 @@ func TestSnapshotKill9Resume(t *testing.T) {
 // while tail streams; rows read and changes streamed rebuild it exactly.
 func TestSignalIncrementalSnapshot(t *testing.T) {
 	bin := buildSluice(t)
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	ctx := context.Background()
 	if err := db.Exec(ctx, "CREATE DATABASE app", "USE app",
 		"CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(40), n INT)",

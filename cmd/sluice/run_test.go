@@ -35,7 +35,7 @@ import (
 
 // runEnv is a source server and a directory for a pipeline's files.
 type runEnv struct {
-	db     *testenv.MariaDB
+	db     *testenv.Server
 	dir    string
 	bin    string
 	config string
@@ -49,7 +49,7 @@ type runEnv struct {
 
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	if err := db.Exec(context.Background(), workload.Schema...); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 // and db2) into a file, a Kafka and a Redis-streams sink.
 type shardsEnv struct {
 	*runEnv
-	dbs     []*testenv.MariaDB
+	dbs     []*testenv.Server
 	writers []*workload.Writer
 	kafka   string
 	redis   string
@@ -36,7 +36,7 @@ func newShardsEnv(t *testing.T) *shardsEnv {
 	ctx := context.Background()
 	s := &shardsEnv{}
 	for i := range 2 {
-		db := testenv.StartT(t, testenv.MariaDBOptions{ServerID: uint32(i + 1)})
+		db := testenv.StartT(t, testenv.Options{ServerID: uint32(i + 1)})
 		if err := db.Exec(ctx, workload.Schema...); err != nil {
 			t.Fatal(err)
 		}

@@ -40,16 +40,16 @@ var schema = []string{
 	)`,
 }
 
-func startServer(t *testing.T, seed ...string) *testenv.MariaDB {
+func startServer(t *testing.T, seed ...string) *testenv.Server {
 	t.Helper()
-	db := testenv.StartT(t, testenv.MariaDBOptions{})
+	db := testenv.StartT(t, testenv.Options{})
 	if err := db.Exec(context.Background(), append(append(slices.Clone(schema), "USE ads"), seed...)...); err != nil {
 		t.Fatal(err)
 	}
 	return db
 }
 
-func testConfig(t *testing.T, db *testenv.MariaDB) Config {
+func testConfig(t *testing.T, db *testenv.Server) Config {
 	t.Helper()
 	src, err := binlog.ParseSourceURL(db.URL())
 	if err != nil {
@@ -84,7 +84,7 @@ func start(t *testing.T, cfg Config, store *Store) (stop func() error, failed <-
 	return stop, done
 }
 
-func masterStatus(t *testing.T, db *testenv.MariaDB) position.Position {
+func masterStatus(t *testing.T, db *testenv.Server) position.Position {
 	t.Helper()
 	rs, err := db.Query(context.Background(), "SHOW MASTER STATUS")
 	if err != nil {
@@ -97,7 +97,7 @@ func masterStatus(t *testing.T, db *testenv.MariaDB) position.Position {
 
 // catchUp waits until the store has applied the binlog up to the server's
 // current end.
-func catchUp(t *testing.T, db *testenv.MariaDB, store *Store, failed <-chan error) {
+func catchUp(t *testing.T, db *testenv.Server, store *Store, failed <-chan error) {
 	t.Helper()
 	end := masterStatus(t, db)
 	deadline := time.After(60 * time.Second)
@@ -112,7 +112,7 @@ func catchUp(t *testing.T, db *testenv.MariaDB, store *Store, failed <-chan erro
 	}
 }
 
-func query(t *testing.T, db *testenv.MariaDB, q string, each func(rs func(col int) string)) {
+func query(t *testing.T, db *testenv.Server, q string, each func(rs func(col int) string)) {
 	t.Helper()
 	res, err := db.Query(context.Background(), q)
 	if err != nil {
@@ -137,7 +137,7 @@ func atoi(t *testing.T, s string) uint64 {
 	return n
 }
 
-func serverBanners(t *testing.T, db *testenv.MariaDB, q string) []Banner {
+func serverBanners(t *testing.T, db *testenv.Server, q string) []Banner {
 	out := []Banner{}
 	query(t, db, q, func(c func(int) string) {
 		out = append(out, Banner{ID: atoi(t, c(0)), CampaignID: atoi(t, c(1)), URL: c(2), Price: c(3)})
@@ -146,7 +146,7 @@ func serverBanners(t *testing.T, db *testenv.MariaDB, q string) []Banner {
 }
 
 // compare checks the store against SELECTs of both tables.
-func compare(t *testing.T, db *testenv.MariaDB, store *Store) {
+func compare(t *testing.T, db *testenv.Server, store *Store) {
 	t.Helper()
 	campaigns := []Campaign{}
 	query(t, db, "SELECT id, name, budget, active FROM ads.campaigns ORDER BY id", func(c func(int) string) {

@@ -90,15 +90,15 @@ const longTableDDL = `CREATE TABLE long_table (
 ) ENGINE=InnoDB`
 
 // Prepare starts MariaDB and writes the four ranges.
-func Prepare(ctx context.Context, rows int, log io.Writer) (*testenv.MariaDB, []Range, error) {
+func Prepare(ctx context.Context, rows int, log io.Writer) (*testenv.Server, []Range, error) {
 	return PrepareRanges(ctx, rows, nil, log)
 }
 
 // PrepareRanges starts MariaDB and writes the named ranges (all when
 // names is empty), in the order short_insert, long_insert, short_update,
 // long_update.
-func PrepareRanges(ctx context.Context, rows int, names []string, log io.Writer) (*testenv.MariaDB, []Range, error) {
-	db, err := testenv.Start(ctx, testenv.MariaDBOptions{
+func PrepareRanges(ctx context.Context, rows int, names []string, log io.Writer) (*testenv.Server, []Range, error) {
+	db, err := testenv.Start(ctx, testenv.Options{
 		Extra: []string{"--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M", "--max-binlog-size=1G", "--max-allowed-packet=1G"},
 	})
 	if err != nil {
@@ -149,7 +149,7 @@ func PrepareRanges(ctx context.Context, rows int, names []string, log io.Writer)
 	return db, ranges, nil
 }
 
-func masterPos(ctx context.Context, db *testenv.MariaDB) (position.Position, error) {
+func masterPos(ctx context.Context, db *testenv.Server) (position.Position, error) {
 	rs, err := db.Query(ctx, "SHOW MASTER STATUS")
 	if err != nil {
 		return position.Position{}, err
@@ -184,7 +184,7 @@ func (r Result) RowsPerSec() float64 {
 }
 
 // Run measures every mode on every range, best of opts.Runs.
-func Run(ctx context.Context, db *testenv.MariaDB, ranges []Range, opts Options) ([]Result, error) {
+func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) ([]Result, error) {
 	modes := opts.Modes
 	if len(modes) == 0 {
 		modes = Modes
@@ -212,7 +212,7 @@ func Run(ctx context.Context, db *testenv.MariaDB, ranges []Range, opts Options)
 // runChild runs one measurement in a child process and reads its
 // "rows=N bytes=N seconds=F" summary: `sluice tail` itself for sluice's
 // modes, `sluice bench child` for the peers.
-func runChild(ctx context.Context, opts Options, db *testenv.MariaDB, rg Range, mode string) (Result, error) {
+func runChild(ctx context.Context, opts Options, db *testenv.Server, rg Range, mode string) (Result, error) {
 	self := opts.Self
 	from := rg.From.File + ":" + strconv.FormatUint(uint64(rg.From.Offset), 10)
 	to := rg.To.File + ":" + strconv.FormatUint(uint64(rg.To.Offset), 10)

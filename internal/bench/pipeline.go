@@ -40,7 +40,7 @@ func (r PipelineResult) MsgsPerSec() float64 {
 	return float64(r.Messages) / r.Seconds
 }
 
-func sourceConfig(db *testenv.MariaDB) (binlog.Config, error) {
+func sourceConfig(db *testenv.Server) (binlog.Config, error) {
 	src, err := binlog.ParseSourceURL(db.URL())
 	if err != nil {
 		return src, err
@@ -52,7 +52,7 @@ func sourceConfig(db *testenv.MariaDB) (binlog.Config, error) {
 // PipelineThroughput runs the pipeline over rg into a new sink of kind k
 // and times it from start until the last message is durable and
 // checkpointed.
-func PipelineThroughput(ctx context.Context, db *testenv.MariaDB, rg Range, k SinkKind) (PipelineResult, error) {
+func PipelineThroughput(ctx context.Context, db *testenv.Server, rg Range, k SinkKind) (PipelineResult, error) {
 	res := PipelineResult{Range: rg.Name, Sink: k.Name}
 	dir, err := os.MkdirTemp("", "sluice-bench-pipeline-")
 	if err != nil {
@@ -128,7 +128,7 @@ func (l *latencySink) Write(ctx context.Context, b *pipeline.Batch) (string, err
 // PipelineLatency writes txnsPerSec single-row transactions for d while the
 // pipeline delivers them to a sink of kind k, and reports percentiles of
 // the time from the row's commit to its being durable in the sink.
-func PipelineLatency(ctx context.Context, db *testenv.MariaDB, k SinkKind, txnsPerSec int, d time.Duration) (LatencyResult, error) {
+func PipelineLatency(ctx context.Context, db *testenv.Server, k SinkKind, txnsPerSec int, d time.Duration) (LatencyResult, error) {
 	res := LatencyResult{Sink: k.Name}
 	if err := db.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench.lat (id BIGINT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) NOT NULL DEFAULT NOW(6), pad VARCHAR(64) NOT NULL DEFAULT 'steady-load')"); err != nil {
 		return res, err

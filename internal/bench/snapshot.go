@@ -109,13 +109,13 @@ const rowBatch = 1_000_000
 // PrepareSnapshot starts a throwaway MariaDB with a buffer pool large
 // enough to hold both tables and writes bench.short_table and
 // bench.long_table. The caller must Close the server.
-func PrepareSnapshot(ctx context.Context, shortRows, longRows int64, log io.Writer) (*testenv.MariaDB, SnapshotTables, error) {
+func PrepareSnapshot(ctx context.Context, shortRows, longRows int64, log io.Writer) (*testenv.Server, SnapshotTables, error) {
 	var sizes SnapshotTables
 	if shortRows < 1 || longRows < 1 {
 		return nil, sizes, fmt.Errorf("bench snapshot: table sizes must be at least 1 (short %d, long %d)", shortRows, longRows)
 	}
 	start := time.Now()
-	db, err := testenv.Start(ctx, testenv.MariaDBOptions{
+	db, err := testenv.Start(ctx, testenv.Options{
 		Extra: []string{"--innodb-buffer-pool-size=2G", "--innodb-log-file-size=1G", "--max-allowed-packet=1G",
 			// Flush the load's dirty pages quickly (see settle).
 			"--innodb-io-capacity=20000", "--innodb-io-capacity-max=40000"},
@@ -124,7 +124,7 @@ func PrepareSnapshot(ctx context.Context, shortRows, longRows int64, log io.Writ
 		return nil, sizes, fmt.Errorf("bench snapshot: starting MariaDB: %w", err)
 	}
 	fmt.Fprintf(log, "MariaDB started on %s (%s) in %.1fs\n", db.Addr(), db.Dir, time.Since(start).Seconds())
-	fail := func(err error) (*testenv.MariaDB, SnapshotTables, error) {
+	fail := func(err error) (*testenv.Server, SnapshotTables, error) {
 		db.Close()
 		return nil, SnapshotTables{}, err
 	}
@@ -269,7 +269,7 @@ func FindDump() (string, error) {
 // RunSnapshot measures every reader on every case, the fastest of
 // opts.Runs. Runs of the readers alternate so that a slow spell of the
 // machine does not fall on one reader only.
-func RunSnapshot(ctx context.Context, db *testenv.MariaDB, sizes SnapshotTables, opts SnapshotOptions) ([]SnapshotResult, error) {
+func RunSnapshot(ctx context.Context, db *testenv.Server, sizes SnapshotTables, opts SnapshotOptions) ([]SnapshotResult, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 2
 	}
@@ -321,7 +321,7 @@ func outSize(r SnapshotResult) string {
 }
 
 // runSnapshotChild runs one reader on one case in a child process.
-func runSnapshotChild(ctx context.Context, db *testenv.MariaDB, c SnapshotCase, mode, tmp string, opts SnapshotOptions) (SnapshotResult, error) {
+func runSnapshotChild(ctx context.Context, db *testenv.Server, c SnapshotCase, mode, tmp string, opts SnapshotOptions) (SnapshotResult, error) {
 	res := SnapshotResult{Case: c.Name, Mode: mode, Rows: c.Rows}
 	var (
 		bin  string

@@ -21,7 +21,7 @@ import (
 // Shards are the servers of the many-sources benchmark, each with a range
 // of binlog written at the same time as the others' (balanced load).
 type Shards struct {
-	DBs    []*testenv.MariaDB
+	DBs    []*testenv.Server
 	Ranges []Range
 }
 
@@ -36,9 +36,9 @@ func (s *Shards) Close() {
 // transactions of txnRows short_table rows each: n binlog ranges whose
 // event times overlap.
 func PrepareShards(ctx context.Context, n, txnRows int, d time.Duration, log io.Writer) (*Shards, error) {
-	opts := make([]testenv.MariaDBOptions, n)
+	opts := make([]testenv.Options, n)
 	for i := range opts {
-		opts[i] = testenv.MariaDBOptions{ServerID: uint32(i + 1),
+		opts[i] = testenv.Options{ServerID: uint32(i + 1),
 			Extra: []string{"--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M", "--max-binlog-size=1G"}}
 	}
 	dbs, err := testenv.StartMany(ctx, opts, "CREATE DATABASE bench",

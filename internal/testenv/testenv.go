@@ -1,18 +1,25 @@
 //go:build unix
 
-// Package testenv starts throwaway MariaDB servers for tests, benchmarks and
-// the demo.
+// Package testenv starts throwaway MariaDB and MySQL servers for tests,
+// benchmarks and the demo.
 //
 // Each server gets its own temporary directory (data directory, unix socket,
 // error log), its own TCP port on 127.0.0.1, row-based binary logging with
-// GTID strict mode, and a root account reachable over TCP with the password
-// "sluice". Servers run in their own process group and, on Linux, are
-// SIGKILLed by the kernel if the test binary that started them dies, so a
-// crashed test never leaves a mariadbd behind.
+// GTIDs (MariaDB: strict mode; MySQL: gtid_mode=ON), and a root account
+// reachable over TCP with the password "sluice". Servers run in their own
+// process group and, on Linux, are SIGKILLed by the kernel if the test
+// binary that started them dies, so a crashed test never leaves a server
+// behind.
 //
-//	db := testenv.StartT(t, testenv.MariaDBOptions{})
+// MariaDB comes from Debian's packages (installed when missing), MySQL from
+// Debian unstable's packages unpacked into a cache without being installed
+// (see EnsureMySQL).
+//
+//	db := testenv.StartT(t, testenv.Options{Flavor: position.MySQL})
 //	if err := db.Exec(ctx, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)"); err != nil { ... }
 //	conn, err := db.Conn(ctx) // *client.Conn over TCP as root/sluice
+//
+// Tests that run on both servers use ForEachFlavor.
 package testenv
 
 import (
@@ -34,6 +41,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-cdc/sluice/position"
 )
 
 const (
@@ -48,9 +57,11 @@ const (
 	pollInterval   = 50 * time.Millisecond
 )
 
-// MariaDBOptions configures a throwaway server. The zero value gives
+// Options configures a throwaway server. The zero value gives MariaDB with
 // binlog_row_metadata=FULL, binlog_row_image=FULL, server_id=1.
-type MariaDBOptions struct {
+type Options struct {
+	// Flavor is position.MariaDB (default) or position.MySQL.
+	Flavor position.Flavor
 	// RowMetadata is binlog_row_metadata: "FULL" (default) or "MINIMAL"
 	// (MariaDB also accepts "NO_LOG").
 	RowMetadata string
@@ -59,23 +70,29 @@ type MariaDBOptions struct {
 	RowImage string
 	// ServerID is server_id; default 1.
 	ServerID uint32
-	// Compressed turns on log_bin_compress (and lowers
-	// log_bin_compress_min_len to its minimum, 10, so that nearly all row
-	// and query events are actually written compressed).
+	// Compressed turns on binlog compression: MariaDB's log_bin_compress
+	// (with log_bin_compress_min_len at its minimum, 10, so that nearly all
+	// row and query events are actually written compressed), MySQL's
+	// binlog_transaction_compression.
 	Compressed bool
+	// NoGTID starts MySQL with gtid_mode=OFF (MariaDB always has GTIDs).
+	NoGTID bool
 	// MaxBinlogSize is max_binlog_size, e.g. "1M" (the server minimum is
 	// 4096 bytes). Empty means the server default (1G).
 	MaxBinlogSize string
-	// Extra are additional mariadbd arguments, e.g. "--binlog-checksum=NONE".
+	// Extra are additional server arguments, e.g. "--binlog-checksum=NONE".
 	// They come last and so override the defaults.
 	Extra []string
-	// ClockOffset runs mariadbd under libfaketime (Debian's faketime
+	// ClockOffset runs the server under libfaketime (Debian's faketime
 	// package, installed when missing) with its clock this far off, for
 	// clock-skew tests.
 	ClockOffset time.Duration
 }
 
-func (o MariaDBOptions) withDefaults() MariaDBOptions {
+func (o Options) withDefaults() Options {
+	if o.Flavor == "" {
+		o.Flavor = position.MariaDB
+	}
 	if o.RowMetadata == "" {
 		o.RowMetadata = "FULL"
 	}
@@ -91,9 +108,10 @@ func (o MariaDBOptions) withDefaults() MariaDBOptions {
 	return o
 }
 
-// MariaDB is a running (or stopped) throwaway server. Its methods are safe
+// Server is a running (or stopped) throwaway server. Its methods are safe
 // for concurrent use.
-type MariaDB struct {
+type Server struct {
+	Flavor   position.Flavor
 	Host     string // always "127.0.0.1"
 	Port     int
 	User     string // "root"
@@ -101,8 +119,9 @@ type MariaDB struct {
 	Dir      string // temporary directory holding data/, sock, error.log
 	ServerID uint32
 
-	opts     MariaDBOptions
-	mariadbd string
+	opts   Options
+	daemon string    // mariadbd (MariaDB); the MySQL daemon runs from dist
+	dist   MySQLDist // MySQL only
 
 	mu     sync.Mutex // serialises Stop/Kill/Restart/Close
 	proc   *process   // nil when not running
@@ -110,36 +129,36 @@ type MariaDB struct {
 }
 
 // Addr returns "127.0.0.1:PORT".
-func (m *MariaDB) Addr() string { return net.JoinHostPort(m.Host, strconv.Itoa(m.Port)) }
+func (m *Server) Addr() string { return net.JoinHostPort(m.Host, strconv.Itoa(m.Port)) }
 
 // URL returns "mysql://root:sluice@127.0.0.1:PORT".
-func (m *MariaDB) URL() string {
+func (m *Server) URL() string {
 	return fmt.Sprintf("mysql://%s:%s@%s", m.User, m.Password, m.Addr())
 }
 
 // DataDir is the server's datadir; binary logs are DataDir()/mysql-bin.NNNNNN.
-func (m *MariaDB) DataDir() string { return filepath.Join(m.Dir, "data") }
+func (m *Server) DataDir() string { return filepath.Join(m.Dir, "data") }
 
 // Socket is the path of the server's unix socket (root without password).
-func (m *MariaDB) Socket() string { return filepath.Join(m.Dir, "sock") }
+func (m *Server) Socket() string { return filepath.Join(m.Dir, "sock") }
 
 // TmpDir is the server's private tmpdir. Every server needs its own: at
 // startup mariadbd deletes all "#sql*" files in its tmpdir, which breaks a
 // concurrently bootstrapping server sharing /tmp ("Unknown table
 // 'mysql.tmp_user_nopasswd'" from mariadb-install-db).
-func (m *MariaDB) TmpDir() string { return filepath.Join(m.Dir, "tmp") }
+func (m *Server) TmpDir() string { return filepath.Join(m.Dir, "tmp") }
 
 // ErrorLogPath is the path of the server's error log.
-func (m *MariaDB) ErrorLogPath() string { return filepath.Join(m.Dir, "error.log") }
+func (m *Server) ErrorLogPath() string { return filepath.Join(m.Dir, "error.log") }
 
 // ErrorLogTail returns the last n lines of the error log (for diagnostics).
-func (m *MariaDB) ErrorLogTail(n int) string {
+func (m *Server) ErrorLogTail(n int) string {
 	b, _ := os.ReadFile(m.ErrorLogPath())
 	return tail(string(b), n)
 }
 
-// Pid returns the process id of the running mariadbd, or 0 if it is stopped.
-func (m *MariaDB) Pid() int {
+// Pid returns the process id of the running server, or 0 if it is stopped.
+func (m *Server) Pid() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.proc == nil || m.proc.exited() {
@@ -148,25 +167,35 @@ func (m *MariaDB) Pid() int {
 	return m.proc.pid
 }
 
-// Running reports whether the mariadbd process is alive.
-func (m *MariaDB) Running() bool { return m.Pid() != 0 }
+// Running reports whether the server process is alive.
+func (m *Server) Running() bool { return m.Pid() != 0 }
+
+// name is the server's name in messages: "MariaDB 127.0.0.1:PORT".
+func (m *Server) name() string { return flavorName(m.Flavor) + " " + m.Addr() }
+
+func flavorName(f position.Flavor) string {
+	if f == position.MySQL {
+		return "MySQL"
+	}
+	return "MariaDB"
+}
 
 // StartT starts a server for t and registers t.Cleanup(Close). It calls
 // t.Fatal if the server cannot be started; it never skips.
-func StartT(t testing.TB, opts MariaDBOptions) *MariaDB {
+func StartT(t testing.TB, opts Options) *Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), installTimeout+startupTimeout)
 	defer cancel()
 	m, err := Start(ctx, opts)
 	if err != nil {
-		t.Fatalf("testenv: starting MariaDB: %v", err)
+		t.Fatalf("testenv: starting %s: %v", flavorName(opts.withDefaults().Flavor), err)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("testenv: MariaDB %s (dir %s) error log tail:\n%s", m.Addr(), m.Dir, m.ErrorLogTail(30))
+			t.Logf("testenv: %s (dir %s) error log tail:\n%s", m.name(), m.Dir, m.ErrorLogTail(30))
 		}
 		if err := m.Close(); err != nil {
-			t.Errorf("testenv: closing MariaDB %s: %v", m.Addr(), err)
+			t.Errorf("testenv: closing %s: %v", m.name(), err)
 		}
 	})
 	return m
@@ -174,8 +203,8 @@ func StartT(t testing.TB, opts MariaDBOptions) *MariaDB {
 
 // StartMany starts one server per options at once, then runs setup on each
 // (once it accepts connections). On an error it closes what it started.
-func StartMany(ctx context.Context, opts []MariaDBOptions, setup ...string) ([]*MariaDB, error) {
-	dbs := make([]*MariaDB, len(opts))
+func StartMany(ctx context.Context, opts []Options, setup ...string) ([]*Server, error) {
+	dbs := make([]*Server, len(opts))
 	errs := make([]error, len(opts))
 	var wg sync.WaitGroup
 	for i, o := range opts {
@@ -199,19 +228,40 @@ func StartMany(ctx context.Context, opts []MariaDBOptions, setup ...string) ([]*
 	return dbs, nil
 }
 
-// Start installs MariaDB if needed (see EnsureMariaDB), creates a fresh data
-// directory in a new temporary directory and starts mariadbd on a free port
-// of 127.0.0.1. It returns once the server accepts connections and root can
-// log in over TCP with DefaultPassword. ctx bounds startup only, not the
-// server's lifetime; call Close when done.
-func Start(ctx context.Context, opts MariaDBOptions) (*MariaDB, error) {
-	if err := EnsureMariaDB(); err != nil {
-		return nil, err
-	}
-	mariadbd, _ := findBinary(mariadbdCandidates)
-	installDB, _ := findBinary(installDBCandidates)
-
+// Start installs the server if needed (see EnsureMariaDB and EnsureMySQL),
+// creates a fresh data directory in a new temporary directory and starts
+// the server on a free port of 127.0.0.1. It returns once the server
+// accepts connections and root can log in over TCP with DefaultPassword.
+// ctx bounds startup only, not the server's lifetime; call Close when done.
+func Start(ctx context.Context, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
+	m := &Server{
+		Flavor:   opts.Flavor,
+		Host:     "127.0.0.1",
+		User:     DefaultUser,
+		Password: DefaultPassword,
+		ServerID: opts.ServerID,
+		opts:     opts,
+	}
+	var init func(context.Context) error
+	switch opts.Flavor {
+	case position.MariaDB:
+		if err := EnsureMariaDB(); err != nil {
+			return nil, err
+		}
+		m.daemon, _ = findBinary(mariadbdCandidates)
+		installDB, _ := findBinary(installDBCandidates)
+		init = func(ctx context.Context) error { return m.installDB(ctx, installDB) }
+	case position.MySQL:
+		d, err := EnsureMySQL()
+		if err != nil {
+			return nil, err
+		}
+		m.dist = d
+		init = m.copyTemplate
+	default:
+		return nil, fmt.Errorf("testenv: unknown flavor %q (want %q or %q)", opts.Flavor, position.MariaDB, position.MySQL)
+	}
 	if opts.ClockOffset != 0 {
 		if err := aptInstall(func() bool { _, err := os.Stat(libfaketime); return err == nil }, "libfaketime", "faketime"); err != nil {
 			return nil, err
@@ -221,23 +271,17 @@ func Start(ctx context.Context, opts MariaDBOptions) (*MariaDB, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &MariaDB{
-		Host:     "127.0.0.1",
-		User:     DefaultUser,
-		Password: DefaultPassword,
-		Dir:      dir,
-		ServerID: opts.ServerID,
-		opts:     opts,
-		mariadbd: mariadbd,
-	}
+	m.Dir = dir
 	ok := false
 	defer func() {
 		if !ok {
 			_ = m.Close()
 		}
 	}()
-
-	if err := m.installDB(ctx, installDB); err != nil {
+	if err := os.Mkdir(m.TmpDir(), 0o755); err != nil {
+		return nil, fmt.Errorf("testenv: %w", err)
+	}
+	if err := init(ctx); err != nil {
 		return nil, err
 	}
 
@@ -340,12 +384,9 @@ func makeTempDir() (string, error) {
 	return dir, nil
 }
 
-func (m *MariaDB) installDB(ctx context.Context, installDB string) error {
+func (m *Server) installDB(ctx context.Context, installDB string) error {
 	ctx, cancel := context.WithTimeout(ctx, installTimeout)
 	defer cancel()
-	if err := os.Mkdir(m.TmpDir(), 0o755); err != nil {
-		return fmt.Errorf("testenv: %w", err)
-	}
 	logPath := filepath.Join(m.Dir, "install.log")
 	out, err := os.Create(logPath)
 	if err != nil {
@@ -384,7 +425,10 @@ func (m *MariaDB) installDB(ctx context.Context, installDB string) error {
 	return nil
 }
 
-func (m *MariaDB) args() []string {
+func (m *Server) args() []string {
+	if m.Flavor == position.MySQL {
+		return m.mysqlArgs()
+	}
 	o := m.opts
 	a := []string{
 		"--no-defaults", // must be first
@@ -425,29 +469,47 @@ func (m *MariaDB) args() []string {
 	return append(a, o.Extra...)
 }
 
+// command is the program and arguments that start the server.
+func (m *Server) command() (string, []string) {
+	if m.Flavor == position.MySQL {
+		return m.dist.argv("mysqld", m.args()...)
+	}
+	return m.daemon, m.args()
+}
+
+// daemonName names the server program in messages.
+func (m *Server) daemonName() string {
+	if m.Flavor == position.MySQL {
+		return "mysqld"
+	}
+	return "mariadbd"
+}
+
 var errPortInUse = errors.New("port already in use")
 
-// startLocked starts mariadbd on m.Port and waits until it answers on its
+// startLocked starts the server on m.Port and waits until it answers on its
 // unix socket. m.mu must be held.
-func (m *MariaDB) startLocked(ctx context.Context) error {
+func (m *Server) startLocked(ctx context.Context) error {
+	daemon := m.daemonName()
 	if m.proc != nil && !m.proc.exited() {
-		return errors.New("testenv: mariadbd already running")
+		return fmt.Errorf("testenv: %s already running", daemon)
 	}
 	m.proc = nil
 	var logOffset int64
 	if fi, err := os.Stat(m.ErrorLogPath()); err == nil {
 		logOffset = fi.Size()
 	}
-	out, err := os.OpenFile(filepath.Join(m.Dir, "mariadbd.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(filepath.Join(m.Dir, daemon+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("testenv: %w", err)
 	}
 	defer out.Close() // the child has its own copy
 	_ = os.Remove(m.Socket())
 
-	p, err := startProcess(m.mariadbd, m.args(), out, m.Dir, m.env()...)
+	name, args := m.command()
+	p, err := startProcess(name, args, out, m.Dir, m.env()...)
 	if err != nil {
-		return fmt.Errorf("testenv: starting %s: %w", m.mariadbd, err)
+		return fmt.Errorf("testenv: starting %s: %w", daemon, err)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
@@ -472,15 +534,15 @@ func (m *MariaDB) startLocked(ctx context.Context) error {
 		case <-p.done:
 			log := logSince()
 			if strings.Contains(log, "Address already in use") || strings.Contains(log, "Bind on TCP/IP port") {
-				return fmt.Errorf("testenv: mariadbd on port %d: %w", m.Port, errPortInUse)
+				return fmt.Errorf("testenv: %s on port %d: %w", daemon, m.Port, errPortInUse)
 			}
-			return fmt.Errorf("testenv: mariadbd exited during startup (%v); error log:\n%s%s",
-				p.waitErr, excerpt(log), readTail(filepath.Join(m.Dir, "mariadbd.out"), 10))
+			return fmt.Errorf("testenv: %s exited during startup (%v); error log:\n%s%s",
+				daemon, p.waitErr, excerpt(log), readTail(filepath.Join(m.Dir, daemon+".out"), 10))
 		case <-ctx.Done():
 			p.signal(syscall.SIGKILL)
 			<-p.done
-			return fmt.Errorf("testenv: mariadbd did not accept connections on %s: %w (last error: %v); error log:\n%s",
-				m.Socket(), ctx.Err(), lastErr, excerpt(logSince()))
+			return fmt.Errorf("testenv: %s did not accept connections on %s: %w (last error: %v); error log:\n%s",
+				daemon, m.Socket(), ctx.Err(), lastErr, excerpt(logSince()))
 		case <-ticker.C:
 		}
 		if _, err := os.Stat(m.Socket()); err != nil {
@@ -506,7 +568,7 @@ func (m *MariaDB) startLocked(ctx context.Context) error {
 // privileges; root@localhost (unix socket) stays passwordless.
 // The statements are not written to the binary log, so a fresh server's
 // binlog contains no GTIDs.
-func (m *MariaDB) setupAccounts(ctx context.Context) error {
+func (m *Server) setupAccounts(ctx context.Context) error {
 	pw := strings.ReplaceAll(m.Password, "'", "''")
 	stmts := []string{"SET SESSION sql_log_bin = 0"}
 	for _, host := range []string{"127.0.0.1", "%"} {
@@ -533,7 +595,7 @@ func (m *MariaDB) setupAccounts(ctx context.Context) error {
 
 // Conn opens a new connection to the server over TCP as root. ctx bounds
 // connecting only. The caller must Close it.
-func (m *MariaDB) Conn(ctx context.Context) (*client.Conn, error) {
+func (m *Server) Conn(ctx context.Context) (*client.Conn, error) {
 	c, err := dial(ctx, m.Addr(), m.User, m.Password)
 	if err != nil {
 		return nil, fmt.Errorf("testenv: connect to %s: %w", m.Addr(), err)
@@ -543,7 +605,7 @@ func (m *MariaDB) Conn(ctx context.Context) (*client.Conn, error) {
 
 // Exec runs the statements in order on one connection and stops at the
 // first error, which names the failing statement.
-func (m *MariaDB) Exec(ctx context.Context, sql ...string) error {
+func (m *Server) Exec(ctx context.Context, sql ...string) error {
 	c, err := m.Conn(ctx)
 	if err != nil {
 		return err
@@ -559,7 +621,7 @@ func (m *MariaDB) Exec(ctx context.Context, sql ...string) error {
 
 // Query runs one statement over TCP and returns its result (rows are in
 // Result.Resultset; use e.g. r.GetString(row, col)).
-func (m *MariaDB) Query(ctx context.Context, query string, args ...any) (*mysql.Result, error) {
+func (m *Server) Query(ctx context.Context, query string, args ...any) (*mysql.Result, error) {
 	c, err := m.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -574,7 +636,7 @@ func (m *MariaDB) Query(ctx context.Context, query string, args ...any) (*mysql.
 
 // Stop shuts the server down gracefully (SIGTERM), waiting up to 30 s
 // before SIGKILLing it. Stopping a stopped server is a no-op.
-func (m *MariaDB) Stop() error {
+func (m *Server) Stop() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stopLocked(stopTimeout)
@@ -582,13 +644,13 @@ func (m *MariaDB) Stop() error {
 
 // Kill SIGKILLs the server (a crash, as far as InnoDB and the binlog are
 // concerned) and waits for it to exit. Killing a stopped server is a no-op.
-func (m *MariaDB) Kill() error {
+func (m *Server) Kill() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stopLocked(0)
 }
 
-func (m *MariaDB) stopLocked(grace time.Duration) error {
+func (m *Server) stopLocked(grace time.Duration) error {
 	p := m.proc
 	if p == nil {
 		return nil
@@ -599,7 +661,7 @@ func (m *MariaDB) stopLocked(grace time.Duration) error {
 	}
 	if grace > 0 {
 		if err := p.signal(syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("testenv: SIGTERM mariadbd %d: %w", p.pid, err)
+			return fmt.Errorf("testenv: SIGTERM %s %d: %w", m.daemonName(), p.pid, err)
 		}
 		select {
 		case <-p.done:
@@ -608,28 +670,28 @@ func (m *MariaDB) stopLocked(grace time.Duration) error {
 		}
 	}
 	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("testenv: SIGKILL mariadbd %d: %w", p.pid, err)
+		return fmt.Errorf("testenv: SIGKILL %s %d: %w", m.daemonName(), p.pid, err)
 	}
 	select {
 	case <-p.done:
 		return nil
 	case <-time.After(stopTimeout):
-		return fmt.Errorf("testenv: mariadbd %d did not exit after SIGKILL", p.pid)
+		return fmt.Errorf("testenv: %s %d did not exit after SIGKILL", m.daemonName(), p.pid)
 	}
 }
 
 // Restart stops the server gracefully (if running) and starts it again with
 // the same data directory, port and options.
-func (m *MariaDB) Restart(ctx context.Context) error {
+func (m *Server) Restart(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return errors.New("testenv: Restart on closed MariaDB")
+		return errors.New("testenv: Restart on a closed server")
 	}
 	if err := m.stopLocked(stopTimeout); err != nil {
 		return err
 	}
-	// The port is normally free again at once (mariadbd uses SO_REUSEADDR),
+	// The port is normally free again at once (the server uses SO_REUSEADDR),
 	// but someone else may have taken it meanwhile; retry for a while.
 	var err error
 	for i := 0; i < 20; i++ {
@@ -647,7 +709,7 @@ func (m *MariaDB) Restart(ctx context.Context) error {
 
 // Close kills the server and removes its temporary directory. It is
 // idempotent. The data is thrown away, so there is no graceful shutdown.
-func (m *MariaDB) Close() error {
+func (m *Server) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -719,7 +781,7 @@ func startProcess(name string, args []string, out *os.File, dir string, env ...s
 const libfaketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 // env is the server's extra environment: libfaketime for a clock offset.
-func (m *MariaDB) env() []string {
+func (m *Server) env() []string {
 	if m.opts.ClockOffset == 0 {
 		return nil
 	}

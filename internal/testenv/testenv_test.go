@@ -13,17 +13,23 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-cdc/sluice/position"
 )
 
 func TestTwoServers(t *testing.T) {
+	ForEachFlavor(t, testTwoServers)
+}
+
+func testTwoServers(t *testing.T, flavor position.Flavor) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	optsList := []MariaDBOptions{
-		{},
-		{RowMetadata: "minimal", RowImage: "MINIMAL", ServerID: 7, Compressed: true, MaxBinlogSize: "1M"},
+	optsList := []Options{
+		{Flavor: flavor},
+		{Flavor: flavor, RowMetadata: "minimal", RowImage: "MINIMAL", ServerID: 7, Compressed: true, MaxBinlogSize: "1M"},
 	}
-	dbs := make([]*MariaDB, len(optsList))
+	dbs := make([]*Server, len(optsList))
 	errs := make([]error, len(optsList))
 	var wg sync.WaitGroup
 	for i, o := range optsList {
@@ -54,10 +60,17 @@ func TestTwoServers(t *testing.T) {
 		t.Errorf("URL() = %q, want %q", a.URL(), want)
 	}
 
-	check := func(db *MariaDB, metadata, image string, serverID uint32, compress string) {
+	check := func(db *Server, metadata, image string, serverID uint32, compress string) {
 		t.Helper()
-		r, err := db.Query(ctx, "SELECT @@binlog_format, @@binlog_row_metadata, @@gtid_strict_mode, @@server_id, "+
-			"@@binlog_row_image, @@log_bin_compress, @@binlog_checksum, @@log_bin, @@log_slave_updates")
+		q := "SELECT @@binlog_format, @@binlog_row_metadata, @@gtid_strict_mode, @@server_id, " +
+			"@@binlog_row_image, @@log_bin_compress, @@binlog_checksum, @@log_bin, @@log_slave_updates"
+		gtids := "1"
+		if flavor == position.MySQL {
+			q = "SELECT @@binlog_format, @@binlog_row_metadata, @@gtid_mode, @@server_id, " +
+				"@@binlog_row_image, @@binlog_transaction_compression, @@binlog_checksum, @@log_bin, @@log_replica_updates"
+			gtids = "ON"
+		}
+		r, err := db.Query(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +82,7 @@ func TestTwoServers(t *testing.T) {
 			}
 			got = append(got, s)
 		}
-		want := []string{"ROW", metadata, "1", fmt.Sprint(serverID), image, compress, "CRC32", "1", "1"}
+		want := []string{"ROW", metadata, gtids, fmt.Sprint(serverID), image, compress, "CRC32", "1", "1"}
 		if strings.Join(got, ",") != strings.Join(want, ",") {
 			t.Errorf("%s: variables = %v, want %v", db.Addr(), got, want)
 		}
@@ -78,7 +91,11 @@ func TestTwoServers(t *testing.T) {
 	check(b, "MINIMAL", "MINIMAL", 7, "1")
 
 	// Fresh servers have no GTIDs: account setup is not binlogged.
-	if r, err := a.Query(ctx, "SELECT @@gtid_binlog_pos"); err != nil {
+	gtidVar := "@@gtid_binlog_pos"
+	if flavor == position.MySQL {
+		gtidVar = "@@gtid_executed"
+	}
+	if r, err := a.Query(ctx, "SELECT "+gtidVar); err != nil {
 		t.Fatal(err)
 	} else if s, _ := r.GetString(0, 0); s != "" {
 		t.Errorf("fresh server gtid_binlog_pos = %q, want empty", s)
@@ -120,7 +137,7 @@ func TestTwoServers(t *testing.T) {
 		t.Errorf("pid after restart = %d (before %d)", b.Pid(), oldPid)
 	}
 	if alive(oldPid) {
-		t.Errorf("old mariadbd %d still alive after Restart", oldPid)
+		t.Errorf("old server %d still alive after Restart", oldPid)
 	}
 	r, err := b.Query(ctx, "SELECT v FROM d.t ORDER BY id")
 	if err != nil {
@@ -133,7 +150,27 @@ func TestTwoServers(t *testing.T) {
 		t.Errorf("row 1 after restart = %q", v)
 	}
 	check(b, "MINIMAL", "MINIMAL", 7, "1")
-	if r, err := b.Query(ctx, "SELECT @@gtid_binlog_pos"); err != nil {
+	if flavor == position.MySQL {
+		// Every server has its own server_uuid, though all are copies of
+		// one initialized data directory.
+		ra, err := a.Query(ctx, "SELECT @@server_uuid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rb, err := b.Query(ctx, "SELECT @@server_uuid, @@gtid_executed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ua, _ := ra.GetString(0, 0)
+		ub, _ := rb.GetString(0, 0)
+		g, _ := rb.GetString(0, 1)
+		if ua == ub || ua == "" {
+			t.Errorf("server_uuid %q and %q: want two different ones", ua, ub)
+		}
+		if !strings.HasPrefix(g, ub+":1-") {
+			t.Errorf("gtid_executed after restart = %q, want %s:1-N", g, ub)
+		}
+	} else if r, err := b.Query(ctx, "SELECT @@gtid_binlog_pos"); err != nil {
 		t.Fatal(err)
 	} else if s, _ := r.GetString(0, 0); !strings.HasPrefix(s, "0-7-") {
 		t.Errorf("gtid_binlog_pos after restart = %q, want 0-7-N", s)
@@ -145,7 +182,7 @@ func TestTwoServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if alive(pid) || b.Running() {
-		t.Fatalf("mariadbd %d alive after Kill", pid)
+		t.Fatalf("server %d alive after Kill", pid)
 	}
 	if err := b.Exec(ctx, "SELECT 1"); err == nil {
 		t.Error("Exec on killed server succeeded")
@@ -172,7 +209,7 @@ func TestTwoServers(t *testing.T) {
 			t.Errorf("second Close: %v", err)
 		}
 		if alive(pid) {
-			t.Errorf("mariadbd %d still alive after Close", pid)
+			t.Errorf("server %d still alive after Close", pid)
 		}
 		if _, err := os.Stat(db.Dir); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s still exists after Close (%v)", db.Dir, err)
@@ -187,7 +224,7 @@ func TestStartT(t *testing.T) {
 	var pid int
 	var dir string
 	ok := t.Run("inner", func(t *testing.T) {
-		db := StartT(t, MariaDBOptions{Extra: []string{"--max-allowed-packet=64M"}})
+		db := StartT(t, Options{Extra: []string{"--max-allowed-packet=64M"}})
 		pid, dir = db.Pid(), db.Dir
 		r, err := db.Query(context.Background(), "SELECT @@max_allowed_packet")
 		if err != nil {
@@ -209,9 +246,13 @@ func TestStartT(t *testing.T) {
 }
 
 func TestStartFailureReportsLog(t *testing.T) {
+	ForEachFlavor(t, testStartFailureReportsLog)
+}
+
+func testStartFailureReportsLog(t *testing.T, flavor position.Flavor) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := Start(ctx, MariaDBOptions{Extra: []string{"--no-such-option-xyz"}})
+	db, err := Start(ctx, Options{Flavor: flavor, Extra: []string{"--no-such-option-xyz"}})
 	if err == nil {
 		db.Close()
 		t.Fatal("Start with a bogus option succeeded")
@@ -226,8 +267,8 @@ func TestStartFailureReportsLog(t *testing.T) {
 // server must die with it (Pdeathsig), and the next sweep must remove its
 // directory.
 func TestCrashedTestBinaryLeavesNothing(t *testing.T) {
-	if os.Getenv("SLUICE_TESTENV_CRASH_CHILD") == "1" {
-		db, err := Start(context.Background(), MariaDBOptions{})
+	if f := os.Getenv("SLUICE_TESTENV_CRASH_CHILD"); f != "" {
+		db, err := Start(context.Background(), Options{Flavor: position.Flavor(f)})
 		if err != nil {
 			fmt.Println("ERR", err)
 			os.Exit(3)
@@ -237,12 +278,16 @@ func TestCrashedTestBinaryLeavesNothing(t *testing.T) {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
 	}
+	ForEachFlavor(t, testCrashedTestBinaryLeavesNothing)
+}
+
+func testCrashedTestBinaryLeavesNothing(t *testing.T, flavor position.Flavor) {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^TestCrashedTestBinaryLeavesNothing$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "SLUICE_TESTENV_CRASH_CHILD=1")
+	cmd.Env = append(os.Environ(), "SLUICE_TESTENV_CRASH_CHILD="+string(flavor))
 	out, err := cmd.Output()
 	var pid int
 	var dir string
@@ -257,7 +302,7 @@ func TestCrashedTestBinaryLeavesNothing(t *testing.T) {
 	for alive(pid) {
 		if time.Now().After(deadline) {
 			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("mariadbd %d survived its crashed parent", pid)
+			t.Fatalf("server %d survived its crashed parent", pid)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -32,7 +32,7 @@ var Schema = []string{
 
 // Writer runs the transactions.
 type Writer struct {
-	DB *testenv.MariaDB
+	DB *testenv.Server
 	mu sync.Mutex
 	n  int
 }
@@ -97,7 +97,7 @@ func Count(evs []*codec.Event) int {
 // appear exactly once each; app.kv rebuilt from the output in sequence
 // order equals the server's table. evs may come in any order (Kafka's
 // partitions); they need the sluice block.
-func Check(ctx context.Context, db *testenv.MariaDB, evs []*codec.Event, n int) error {
+func Check(ctx context.Context, db *testenv.Server, evs []*codec.Event, n int) error {
 	return check(ctx, db, evs, n, true)
 }
 
@@ -105,7 +105,7 @@ func Check(ctx context.Context, db *testenv.MariaDB, evs []*codec.Event, n int) 
 // several: no sequence number repeats (after a crash a sink may skip
 // numbers), app.log rows 1..n of that server appear exactly once each, and
 // its app.kv rebuilt in sequence order equals the server's table.
-func CheckSource(ctx context.Context, db *testenv.MariaDB, evs []*codec.Event, source string, n int) error {
+func CheckSource(ctx context.Context, db *testenv.Server, evs []*codec.Event, source string, n int) error {
 	var mine []*codec.Event
 	for _, ev := range evs {
 		if ev.Sluice != nil && ev.Sluice.Source == source {
@@ -118,7 +118,7 @@ func CheckSource(ctx context.Context, db *testenv.MariaDB, evs []*codec.Event, s
 	return nil
 }
 
-func check(ctx context.Context, db *testenv.MariaDB, evs []*codec.Event, n int, gapless bool) error {
+func check(ctx context.Context, db *testenv.Server, evs []*codec.Event, n int, gapless bool) error {
 	evs = append([]*codec.Event(nil), evs...)
 	for _, ev := range evs {
 		if ev.Sluice == nil {
@@ -184,7 +184,7 @@ func check(ctx context.Context, db *testenv.MariaDB, evs []*codec.Event, n int, 
 }
 
 // KV returns app.kv as decimal text.
-func KV(ctx context.Context, db *testenv.MariaDB) (map[string]string, error) {
+func KV(ctx context.Context, db *testenv.Server) (map[string]string, error) {
 	rs, err := db.Query(ctx, "SELECT k, v FROM app.kv")
 	if err != nil {
 		return nil, err
