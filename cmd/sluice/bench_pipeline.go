@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/internal/bench"
 	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/sink/file"
 )
 
@@ -50,7 +51,7 @@ commit-to-sink latency percentiles per sink.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
 			fmt.Fprintf(os.Stderr, "starting MariaDB and writing %d rows per table...\n", rows)
-			db, ranges, err := bench.PrepareRanges(ctx, rows, []string{"short_insert", "long_insert"}, os.Stderr)
+			db, ranges, err := bench.PrepareRanges(ctx, position.MariaDB, rows, []string{"short_insert", "long_insert"}, os.Stderr)
 			if err != nil {
 				return err
 			}

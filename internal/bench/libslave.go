@@ -1,5 +1,6 @@
 // Package bench recreates the benchmark of the libslave article on a
-// throwaway MariaDB and measures sluice beside its peers in the same run.
+// throwaway MariaDB or MySQL and measures sluice beside its peers in the
+// same run.
 //
 // Four binlog ranges are written: one million inserts into short_table and
 // long_table, then one UPDATE of every row of each. For each range the
@@ -28,6 +29,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -89,35 +91,79 @@ const longTableDDL = `CREATE TABLE long_table (
   field25 text NOT NULL DEFAULT ""
 ) ENGINE=InnoDB`
 
-// Prepare starts MariaDB and writes the four ranges.
-func Prepare(ctx context.Context, rows int, log io.Writer) (*testenv.Server, []Range, error) {
-	return PrepareRanges(ctx, rows, nil, log)
+// Prepare starts a server of the flavor and writes the four ranges.
+func Prepare(ctx context.Context, flavor position.Flavor, rows int, log io.Writer) (*testenv.Server, []Range, error) {
+	return PrepareRanges(ctx, flavor, rows, nil, log)
 }
 
-// PrepareRanges starts MariaDB and writes the named ranges (all when
-// names is empty), in the order short_insert, long_insert, short_update,
-// long_update.
-func PrepareRanges(ctx context.Context, rows int, names []string, log io.Writer) (*testenv.Server, []Range, error) {
-	db, err := testenv.Start(ctx, testenv.Options{
-		Extra: []string{"--innodb-buffer-pool-size=1G", "--innodb-log-file-size=512M", "--max-binlog-size=1G", "--max-allowed-packet=1G"},
-	})
+// ServerOptions are the benchmark server's settings: room for the
+// million-row transactions.
+func ServerOptions(flavor position.Flavor) testenv.Options {
+	redo := "--innodb-log-file-size=512M"
+	if flavor == position.MySQL {
+		redo = "--innodb-redo-log-capacity=1G"
+	}
+	return testenv.Options{Flavor: flavor,
+		Extra: []string{"--innodb-buffer-pool-size=1G", redo, "--max-binlog-size=1G", "--max-allowed-packet=1G"}}
+}
+
+// seqRows is a FROM clause with a column seq running 1..n: MariaDB's
+// SEQUENCE engine, a recursive CTE on MySQL (which needs
+// cte_max_recursion_depth raised in the session, see seqSession).
+func seqRows(flavor position.Flavor, n int) string {
+	if flavor == position.MySQL {
+		return fmt.Sprintf("(WITH RECURSIVE s (seq) AS (SELECT 1 UNION ALL SELECT seq + 1 FROM s WHERE seq < %d) SELECT seq FROM s) AS s", n)
+	}
+	return fmt.Sprintf("bench.seq_1_to_%d", n)
+}
+
+// seqSession are the session settings seqRows needs.
+func seqSession(flavor position.Flavor, n int) []string {
+	if flavor == position.MySQL {
+		return []string{"SET SESSION sql_mode = ''", fmt.Sprintf("SET SESSION cte_max_recursion_depth = %d", n+1)}
+	}
+	return []string{"SET SESSION sql_mode = ''"}
+}
+
+// tableDDL adapts a CREATE TABLE to the flavor: MySQL takes a TEXT
+// column's default only as an expression.
+func tableDDL(flavor position.Flavor, ddl string) string {
+	if flavor == position.MySQL {
+		return strings.ReplaceAll(ddl, `text NOT NULL DEFAULT ""`, `text NOT NULL DEFAULT ('')`)
+	}
+	return ddl
+}
+
+// PrepareRanges starts a server of the flavor and writes the named ranges
+// (all when names is empty), in the order short_insert, long_insert,
+// short_update, long_update.
+func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names []string, log io.Writer) (*testenv.Server, []Range, error) {
+	db, err := testenv.Start(ctx, ServerOptions(flavor))
 	if err != nil {
 		return nil, nil, err
 	}
-	setup := []string{
+	c, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	defer c.Close()
+	setup := append(seqSession(flavor, rows),
 		"CREATE DATABASE bench",
 		"USE bench",
 		"SET GLOBAL sql_mode = ''",
 		"CREATE TABLE short_table (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, field1 int NOT NULL, field2 int NOT NULL) ENGINE=InnoDB",
-		longTableDDL,
-	}
-	if err := db.Exec(ctx, setup...); err != nil {
-		db.Close()
-		return nil, nil, err
+		tableDDL(flavor, longTableDDL),
+	)
+	for _, q := range setup {
+		if _, err := c.Execute(q); err != nil {
+			db.Close()
+			return nil, nil, fmt.Errorf("bench: %s: %w", q, err)
+		}
 	}
 	steps := []struct{ name, sql, desc string }{
-		{"short_insert", fmt.Sprintf("INSERT INTO bench.short_table (field1, field2) SELECT seq, seq FROM bench.seq_1_to_%d", rows), "INSERT … SELECT into short_table"},
-		{"long_insert", fmt.Sprintf("INSERT INTO bench.long_table (field5, field25) SELECT 'short_string', 'another_short_string' FROM bench.seq_1_to_%d", rows), "INSERT … SELECT into long_table"},
+		{"short_insert", "INSERT INTO bench.short_table (field1, field2) SELECT seq, seq FROM " + seqRows(flavor, rows), "INSERT … SELECT into short_table"},
+		{"long_insert", "INSERT INTO bench.long_table (field5, field25) SELECT 'short_string', 'another_short_string' FROM " + seqRows(flavor, rows), "INSERT … SELECT into long_table"},
 		{"short_update", "UPDATE bench.short_table SET field1=12", "UPDATE short_table SET field1=12"},
 		{"long_update", "UPDATE bench.long_table SET field6=12", "UPDATE long_table SET field6=12"},
 	}
@@ -126,19 +172,19 @@ func PrepareRanges(ctx context.Context, rows int, names []string, log io.Writer)
 		if len(names) > 0 && !slices.Contains(names, s.name) {
 			continue
 		}
-		from, err := masterPos(ctx, db)
+		from, err := binlog.BinlogPosition(c)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
 		}
 		start := time.Now()
-		res, err := db.Query(ctx, s.sql)
+		res, err := c.Execute(s.sql)
 		if err != nil {
 			db.Close()
-			return nil, nil, err
+			return nil, nil, fmt.Errorf("bench: %s: %w", s.desc, err)
 		}
 		affected := int64(res.AffectedRows) // an UPDATE logs only the rows it changed
-		to, err := masterPos(ctx, db)
+		to, err := binlog.BinlogPosition(c)
 		if err != nil {
 			db.Close()
 			return nil, nil, err
@@ -147,17 +193,6 @@ func PrepareRanges(ctx context.Context, rows int, names []string, log io.Writer)
 		ranges = append(ranges, Range{Name: s.name, Rows: affected, From: from, To: to, Description: s.desc})
 	}
 	return db, ranges, nil
-}
-
-func masterPos(ctx context.Context, db *testenv.Server) (position.Position, error) {
-	rs, err := db.Query(ctx, "SHOW MASTER STATUS")
-	if err != nil {
-		return position.Position{}, err
-	}
-	defer rs.Close()
-	file := resultString(rs, 0, 0)
-	off, _ := rs.GetUint(0, 1)
-	return position.Position{File: file, Offset: uint32(off)}, nil
 }
 
 // Result is one measurement.
@@ -302,4 +337,14 @@ func Report(w io.Writer, results []Result) {
 func resultString(rs *mysql.Result, row, col int) string {
 	s, _ := rs.GetString(row, col)
 	return strings.Clone(s)
+}
+
+// masterPos is the server's current binlog position.
+func masterPos(ctx context.Context, db *testenv.Server) (position.Position, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return position.Position{}, err
+	}
+	defer c.Close()
+	return binlog.BinlogPosition(c)
 }

@@ -3,11 +3,13 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -91,4 +93,17 @@ func ToolCommand(flavor position.Flavor, tool Tool, args ...string) (*exec.Cmd, 
 		return nil, fmt.Errorf("testenv: none of %s found (install mariadb-client)", strings.Join(names, ", "))
 	}
 	return exec.Command(path, args...), nil
+}
+
+// Version is the server's SELECT VERSION(), or its flavor's name when the
+// server cannot be asked (stopped).
+func (m *Server) Version() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if r, err := m.Query(ctx, "SELECT VERSION()"); err == nil {
+		if v, err := r.GetString(0, 0); err == nil {
+			return flavorName(m.Flavor) + " " + v
+		}
+	}
+	return flavorName(m.Flavor)
 }
