@@ -120,7 +120,7 @@ func (c *Column) Resolve() error {
 		case mysql.MYSQL_TYPE_GEOMETRY:
 			c.Kind = KindGeometry
 		default:
-			c.Kind = KindBytes
+			c.Kind = KindVector
 		}
 	case mysql.MYSQL_TYPE_NULL:
 		c.Kind = KindNull

@@ -47,7 +47,7 @@ func TestResolve(t *testing.T) {
 		{"bit(13)", Column{BinlogType: mysql.MYSQL_TYPE_BIT, Meta: 1<<8 | 5}, Column{Type: mysql.MYSQL_TYPE_BIT, Kind: KindBit, BitLen: 13}},
 		{"json", Column{BinlogType: mysql.MYSQL_TYPE_JSON, Meta: 4}, Column{Type: mysql.MYSQL_TYPE_JSON, Kind: KindJSON}},
 		{"geometry", Column{BinlogType: mysql.MYSQL_TYPE_GEOMETRY, Meta: 4}, Column{Type: mysql.MYSQL_TYPE_GEOMETRY, Kind: KindGeometry}},
-		{"vector", Column{BinlogType: mysql.MYSQL_TYPE_VECTOR, Meta: 4}, Column{Type: mysql.MYSQL_TYPE_VECTOR, Kind: KindBytes}},
+		{"vector", Column{BinlogType: mysql.MYSQL_TYPE_VECTOR, Meta: 4}, Column{Type: mysql.MYSQL_TYPE_VECTOR, Kind: KindVector}},
 	}
 	for _, c := range cases {
 		col := c.in

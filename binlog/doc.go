@@ -41,7 +41,8 @@
 // unsigned integers, exact decimals (as text), FLOAT and DOUBLE, dates
 // and times with their microseconds (zero dates kept as they are), strings
 // in their column's charset, bytes, ENUM indexes and SET masks (with the
-// member names in Column.Enum and Column.Set), BIT, JSON text, geometry.
+// member names in Column.Enum and Column.Set), BIT, JSON text, geometry,
+// VECTOR floats.
 // Decoding a row allocates nothing per cell: the reader uses its own row
 // decoder instead of go-mysql's default one, and the bytes of a chunk's
 // values share one buffer that belongs to the chunk.

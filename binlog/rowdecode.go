@@ -374,7 +374,7 @@ func (d *rowDecoder) decodeImage(t *Table, data []byte, present []byte) (row Row
 			}
 			setBytes(&row[i], c.Kind, d.copyBytes(rest[w:w+l]))
 			w += l
-		case mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_GEOMETRY, mysql.MYSQL_TYPE_VECTOR:
+		case mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_GEOMETRY:
 			var l int
 			switch w = int(c.Meta); {
 			case w == 2 && len(rest) >= 2:
@@ -625,6 +625,16 @@ func (d *rowDecoder) decodeOther(t *Table, i int, rest []byte, pos int) (Value, 
 			return Value{}, 0, d.corrupt(t, i, pos, err.Error(), err)
 		}
 		return BytesValue(c.Kind, text), w, nil
+
+	case mysql.MYSQL_TYPE_VECTOR:
+		body, w, err := d.lengthPrefixed(t, i, rest, pos)
+		if err != nil {
+			return Value{}, 0, err
+		}
+		if len(body)%4 != 0 {
+			return Value{}, 0, d.corrupt(t, i, pos, fmt.Sprintf("VECTOR of %d bytes, not a whole number of 4-byte floats", len(body)), nil)
+		}
+		return BytesValue(KindVector, d.copyBytes(body)), w, nil
 
 	case mysql.MYSQL_TYPE_NULL:
 		return NullValue(), 0, nil

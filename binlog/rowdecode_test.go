@@ -476,6 +476,20 @@ func blobCol(typ byte, packLen int, coll uint64, kind Kind) genCol {
 	}
 }
 
+// vectorCol is a VECTOR column: up to 150 floats of 4 bytes.
+func vectorCol() genCol {
+	return genCol{
+		col: Column{BinlogType: mysql.MYSQL_TYPE_VECTOR, Meta: 4},
+		gen: func(r *rand.Rand) sample {
+			s := make([]byte, 4*r.IntN(151))
+			for k := 0; k < len(s); k += 4 {
+				binary.LittleEndian.PutUint32(s[k:], math.Float32bits(float32(r.NormFloat64()*1e3)))
+			}
+			return sample{enc: append(leN(4, uint64(len(s))), s...), want: BytesValue(KindVector, s)}
+		},
+	}
+}
+
 func enumCol(packLen int) genCol {
 	max := uint64(1)<<(8*packLen) - 1
 	return genCol{
@@ -548,7 +562,7 @@ func columnCatalog() []genCol {
 		blobCol(mysql.MYSQL_TYPE_BLOB, 1, collationBinary, KindBytes), blobCol(mysql.MYSQL_TYPE_BLOB, 2, collationBinary, KindBytes),
 		blobCol(mysql.MYSQL_TYPE_BLOB, 3, collationBinary, KindBytes), blobCol(mysql.MYSQL_TYPE_BLOB, 4, collationBinary, KindBytes),
 		blobCol(mysql.MYSQL_TYPE_BLOB, 2, collUTF8MB4, KindString), blobCol(mysql.MYSQL_TYPE_BLOB, 4, 2304, KindString),
-		blobCol(mysql.MYSQL_TYPE_GEOMETRY, 4, 0, KindGeometry), blobCol(mysql.MYSQL_TYPE_VECTOR, 4, 0, KindBytes),
+		blobCol(mysql.MYSQL_TYPE_GEOMETRY, 4, 0, KindGeometry), vectorCol(),
 		enumCol(1), enumCol(2), setCol(1), setCol(2), setCol(3), setCol(4), setCol(8),
 		bitCol(1), bitCol(7), bitCol(8), bitCol(13), bitCol(64),
 		jsonCol(),
@@ -695,7 +709,7 @@ func render(c *Column, v Value) string {
 		return "f:" + strconv.FormatUint(math.Float64bits(v.Float()), 16)
 	case KindDecimal, KindJSON:
 		return string(v.Bytes())
-	case KindString, KindBytes, KindGeometry:
+	case KindString, KindBytes, KindGeometry, KindVector:
 		return "b:" + hex.EncodeToString(v.Bytes())
 	case KindDate:
 		d := v.Date()

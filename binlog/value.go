@@ -1,6 +1,7 @@
 package binlog
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"unsafe"
@@ -33,6 +34,7 @@ const (
 	KindBit                   // BIT(n): Uint()
 	KindJSON                  // JSON document as JSON text: Bytes()
 	KindGeometry              // geometry as MySQL's internal format (4-byte SRID + WKB): Bytes()
+	KindVector                // VECTOR (MySQL 9): 4-byte little-endian float32s: Bytes(), Floats()
 )
 
 var kindNames = [...]string{
@@ -40,7 +42,7 @@ var kindNames = [...]string{
 	KindFloat: "float", KindDouble: "double", KindDecimal: "decimal", KindDate: "date",
 	KindDateTime: "datetime", KindTimestamp: "timestamp", KindTime: "time", KindYear: "year",
 	KindString: "string", KindBytes: "bytes", KindEnum: "enum", KindSet: "set", KindBit: "bit",
-	KindJSON: "json", KindGeometry: "geometry",
+	KindJSON: "json", KindGeometry: "geometry", KindVector: "vector",
 }
 
 func (k Kind) String() string {
@@ -80,13 +82,25 @@ func (v Value) Uint() uint64 { return v.num }
 // Float returns a FLOAT or DOUBLE value.
 func (v Value) Float() float64 { return math.Float64frombits(v.num) }
 
-// Bytes returns the bytes of a string, binary, decimal, JSON or geometry
-// value (nil for other kinds). The slice's capacity is its length.
+// Bytes returns the bytes of a string, binary, decimal, JSON, geometry or
+// vector value (nil for other kinds). The slice's capacity is its length.
 func (v Value) Bytes() []byte {
 	if v.p == nil {
 		return nil
 	}
 	return unsafe.Slice(v.p, v.n)
+}
+
+// Floats appends the elements of a VECTOR value to dst: the value's bytes
+// are IEEE 754 single-precision floats, 4 bytes each, little-endian, as
+// MySQL stores them (trailing bytes short of a whole float are ignored).
+func (v Value) Floats(dst []float32) []float32 {
+	b := v.Bytes()
+	for len(b) >= 4 {
+		dst = append(dst, math.Float32frombits(binary.LittleEndian.Uint32(b)))
+		b = b[4:]
+	}
+	return dst
 }
 
 // Date is a calendar date as stored by MySQL; any field may be zero
@@ -144,7 +158,7 @@ func UintValue(u uint64) Value { return Value{kind: KindUint, num: u} }
 func FloatValue(k Kind, f float64) Value { return Value{kind: k, num: math.Float64bits(f)} }
 
 // BytesValue returns a value of a byte-carrying kind (string, bytes,
-// decimal, JSON, geometry).
+// decimal, JSON, geometry, vector).
 func BytesValue(k Kind, b []byte) Value {
 	var v Value
 	setBytes(&v, k, b)
@@ -203,6 +217,8 @@ func (v Value) String() string {
 		return fmt.Sprintf("%dus", v.Duration())
 	case KindBytes, KindGeometry:
 		return fmt.Sprintf("%x", v.Bytes())
+	case KindVector:
+		return fmt.Sprint(v.Floats(nil))
 	default:
 		return string(v.Bytes())
 	}

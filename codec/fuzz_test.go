@@ -33,6 +33,7 @@ func FuzzAppendValue(f *testing.F) {
 	f.Add(uint8(binlog.KindEnum), uint8(0), int8(0), uint64(2), []byte("x,y"), "e")
 	f.Add(uint8(binlog.KindBytes), uint8(0), int8(0), uint64(0), []byte{0, 1, 2, 0xff}, "b")
 	f.Add(uint8(binlog.KindDecimal), uint8(0), int8(0), uint64(0), []byte("-1.5\x00"), "dec")
+	f.Add(uint8(binlog.KindVector), uint8(0), int8(0), uint64(0), []byte{0, 0, 0xc0, 0x3f, 0, 0, 0xc0, 0x7f, 1}, "v")
 	f.Fuzz(func(t *testing.T, kind, charset uint8, frac int8, num uint64, data []byte, name string) {
 		k := binlog.Kind(kind % 24) // a few kinds past the last known one
 		col := binlog.Column{
@@ -50,7 +51,7 @@ func FuzzAppendValue(f *testing.F) {
 		}
 		var v binlog.Value
 		switch k {
-		case binlog.KindDecimal, binlog.KindString, binlog.KindBytes, binlog.KindJSON, binlog.KindGeometry:
+		case binlog.KindDecimal, binlog.KindString, binlog.KindBytes, binlog.KindJSON, binlog.KindGeometry, binlog.KindVector:
 			v = binlog.BytesValue(k, data)
 		case binlog.KindNull:
 			v = binlog.NullValue()

@@ -2,6 +2,7 @@ package codec
 
 import (
 	"encoding/base64"
+	"encoding/binary"
 	"math"
 	"strconv"
 
@@ -25,7 +26,8 @@ var zeroColumn binlog.Column
 // ISO-8601 style with exactly col.Frac fractional digits, zero dates kept
 // as they are; text is converted from col.Charset to UTF-8; binary data
 // and geometries are base64; ENUM is its member name, SET an array of
-// member names; JSON documents are embedded; NULL is null.
+// member names; JSON documents are embedded; VECTOR is an array of
+// numbers written like FLOAT values; NULL is null.
 //
 // KindAbsent (a column missing from a MINIMAL row image) is written as
 // null here; AppendRow and the Encoder omit such columns instead. A kind
@@ -109,9 +111,32 @@ func appendValue(dst []byte, col *binlog.Column, v *binlog.Value) []byte {
 		return appendSet(dst, v.Uint(), col.Set)
 	case binlog.KindJSON:
 		return appendJSONValue(dst, v.Bytes())
+	case binlog.KindVector:
+		return appendVector(dst, v.Bytes())
 	}
 	// KindNull, KindAbsent and unknown kinds.
 	return append(dst, "null"...)
+}
+
+// appendVector appends a VECTOR value, little-endian float32s, as a JSON
+// array of numbers written like FLOAT values (the shortest text that
+// reads back as the same single-precision value); NaN and infinities,
+// which MySQL does not store in a vector, are null. Bytes short of a whole
+// float at the end are ignored.
+func appendVector(dst, b []byte) []byte {
+	dst = append(dst, '[')
+	for k := 0; k+4 <= len(b); k += 4 {
+		if k > 0 {
+			dst = append(dst, ',')
+		}
+		f := math.Float32frombits(binary.LittleEndian.Uint32(b[k:]))
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			dst = append(dst, "null"...)
+			continue
+		}
+		dst = appendFloat(dst, float64(f), 32)
+	}
+	return append(dst, ']')
 }
 
 // appendSet appends a SET value: the array of the names of the members

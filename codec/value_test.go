@@ -170,6 +170,15 @@ var valueCases = []valueCase{
 		[]byte{0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f, 0, 0, 0, 0, 0, 0, 0, 0x40}),
 		`"AAAAAAEBAAAAAAAAAAAA8D8AAAAAAAAAQA=="`},
 
+	// VECTOR: float32s, little-endian, written like FLOAT values.
+	{"vector", binlog.Column{}, binlog.BytesValue(binlog.KindVector,
+		[]byte{0, 0, 0xc0, 0x3f, 0xcd, 0xcc, 0xcc, 0x3d, 0, 0, 0, 0x80, 0xff, 0xff, 0x7f, 0x7f, 0, 0x24, 0x74, 0x49}),
+		`[1.5,0.1,-0,3.4028235e+38,1e+06]`},
+	{"vector empty", binlog.Column{}, binlog.BytesValue(binlog.KindVector, []byte{}), `[]`},
+	{"vector nan inf", binlog.Column{}, binlog.BytesValue(binlog.KindVector, []byte{0, 0, 0xc0, 0x7f, 0, 0, 0x80, 0xff, 1, 0, 0, 0}),
+		`[null,null,1e-45]`},
+	{"vector ragged", binlog.Column{}, binlog.BytesValue(binlog.KindVector, []byte{0, 0, 0x80, 0x3f, 9, 9}), `[1]`},
+
 	// ENUM.
 	{"enum", binlog.Column{Enum: []string{"small", "medium", "large"}}, binlog.NumValue(binlog.KindEnum, 2), `"medium"`},
 	{"enum last", binlog.Column{Enum: []string{"small", "medium", "large"}}, binlog.NumValue(binlog.KindEnum, 3), `"large"`},

@@ -240,7 +240,7 @@ func setType(col *binlog.Column, dataType, colType string, prec, scale, dtPrec i
 		col.Type, col.Kind = mysql.MYSQL_TYPE_GEOMETRY, binlog.KindGeometry
 		col.Charset, col.Collation = "binary", collationBinary
 	case "vector":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_VECTOR, binlog.KindBytes
+		col.Type, col.Kind = mysql.MYSQL_TYPE_VECTOR, binlog.KindVector
 		col.Charset, col.Collation = "binary", collationBinary
 	default:
 		// MariaDB's INET4, INET6 and UUID (and plugin types) reach the

@@ -268,7 +268,7 @@ func chooseConv(col *binlog.Column, f column) (conv, bool) {
 		return conv{op: opTime, kind: k}, ft == mysql.MYSQL_TYPE_TIME || ft == mysql.MYSQL_TYPE_TIME2
 	case binlog.KindYear:
 		return conv{op: opNum, kind: k}, ft == mysql.MYSQL_TYPE_YEAR || isIntField(ft)
-	case binlog.KindString, binlog.KindBytes, binlog.KindJSON:
+	case binlog.KindString, binlog.KindBytes, binlog.KindJSON, binlog.KindVector:
 		return conv{op: opBytes, kind: k}, isStringField(ft)
 	case binlog.KindGeometry:
 		return conv{op: opBytes, kind: k}, ft == mysql.MYSQL_TYPE_GEOMETRY || isStringField(ft)
