@@ -180,15 +180,20 @@ func differential(t *testing.T, opts testenv.Options) {
 	}
 }
 
-func masterStatus(t *testing.T, db *testenv.Server) (p position.Position) {
+// masterStatus returns the server's current binlog position (SHOW MASTER
+// STATUS, SHOW BINARY LOG STATUS on MySQL 8.4+), with MySQL's executed
+// GTID set.
+func masterStatus(t *testing.T, db *testenv.Server) position.Position {
 	t.Helper()
-	rs, err := db.Query(context.Background(), "SHOW MASTER STATUS")
+	c, err := db.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := rs.GetString(0, 0)
-	off, _ := rs.GetUint(0, 1)
-	p.File, p.Offset = strings.Clone(f), uint32(off)
+	defer c.Close()
+	p, err := binlog.BinlogPosition(c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 

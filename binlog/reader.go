@@ -517,6 +517,7 @@ func (r *Reader) prepare() error {
 	}
 	r.server = info
 	r.flavor = info.Flavor
+	warnPartialJSON(c, info, r.log())
 	if info.BinlogRowImage != "FULL" {
 		r.log().Warn("binlog_row_image is not FULL: columns that did not change are absent from row images", "binlog_row_image", info.BinlogRowImage)
 	}
@@ -1257,11 +1258,12 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 	case replication.EnumRowsEventTypeDelete:
 		op = OpDelete
 	default:
-		return fmt.Errorf("%w: unknown rows event type %v at %s", ErrCorrupt, typ, where)
+		if typ != replication.PARTIAL_UPDATE_ROWS_EVENT {
+			return fmt.Errorf("%w: unknown rows event type %v at %s", ErrCorrupt, typ, where)
+		}
+		op = OpUpdate // JSON diffs in the after image, applied by the decoder
 	}
-	if typ == replication.PARTIAL_UPDATE_ROWS_EVENT {
-		return fmt.Errorf("binlog: partial JSON update at %s (table %s): sluice needs whole row images; run SET GLOBAL binlog_row_value_options = ''", where, t.QualifiedName())
-	}
+	partial := typ == replication.PARTIAL_UPDATE_ROWS_EVENT
 	body, _ := e.Rows[0][0].([]byte)
 	switch typ {
 	case replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:
@@ -1280,7 +1282,13 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 		left := len(body)
 		ch := Change{Op: op, Table: t, File: r.file, Pos: evPos, Row: rowIdx}
 		txn = r.chunk() // before decoding: the row's memory must belong to its chunk
-		img, n, err := r.decoder.decodeImage(t, body, e.ColumnBitmap1)
+		var img Row
+		var n int
+		if partial {
+			img, n, err = r.decoder.decodeBeforePartial(t, body, e.ColumnBitmap1)
+		} else {
+			img, n, err = r.decoder.decodeImage(t, body, e.ColumnBitmap1)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: table %s at %s row %d: %v", ErrCorrupt, t.QualifiedName(), where, rowIdx, err)
 		}
@@ -1292,7 +1300,16 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 			ch.Before = img
 		case OpUpdate:
 			ch.Before = img
-			if ch.After, n, err = r.decoder.decodeImage(t, body, e.ColumnBitmap2); err != nil {
+			if partial {
+				ch.After, n, err = r.decoder.decodeAfterPartial(t, body, e.ColumnBitmap2, img)
+				r.asm.mem += r.decoder.part.takeGrown() // whole documents rebuilt from small diffs
+			} else {
+				ch.After, n, err = r.decoder.decodeImage(t, body, e.ColumnBitmap2)
+			}
+			if errors.Is(err, ErrServerConfig) {
+				return fmt.Errorf("%w (at %s row %d)", err, where, rowIdx)
+			}
+			if err != nil {
 				return fmt.Errorf("%w: table %s at %s row %d (after image): %v", ErrCorrupt, t.QualifiedName(), where, rowIdx, err)
 			}
 			body = body[n:]

@@ -82,6 +82,26 @@ type rowDecoder struct {
 	arena    *chunkArena
 	freeVals [][]Value
 	freeBufs [][]byte
+
+	part partialState // set while a row of a partial JSON update is decoded
+}
+
+// partialState is what decoding a row of a PARTIAL_UPDATE_ROWS_EVENT
+// needs beyond a plain image: the binary JSON documents of the before
+// image, which the after image's diffs apply to.
+type partialState struct {
+	capture bool     // decoding the before image: keep raw
+	raw     [][]byte // binary JSON of the before image's JSON columns (event bytes), by column
+	bits    []byte   // decoding the after image: its partial bitmap, one bit per JSON column
+	before  Row      // and the before image
+	grown   int      // bytes of the documents rebuilt, for the reader's chunk budget
+}
+
+// takeGrown returns the bytes of documents rebuilt since the last call.
+func (p *partialState) takeGrown() int {
+	n := p.grown
+	p.grown = 0
+	return n
 }
 
 // chunkArena is the memory of one chunk: its value and byte slabs and its
@@ -620,6 +640,13 @@ func (d *rowDecoder) decodeOther(t *Table, i int, rest []byte, pos int) (Value, 
 		if err != nil {
 			return Value{}, 0, err
 		}
+		if d.part.bits != nil && d.isPartial(t, i) {
+			text, err := d.patchJSON(t, i, body, pos)
+			return BytesValue(c.Kind, text), w, err
+		}
+		if d.part.capture {
+			d.part.raw[i] = body
+		}
 		text, err := d.appendJSON(body)
 		if err != nil {
 			return Value{}, 0, d.corrupt(t, i, pos, err.Error(), err)
@@ -696,6 +723,108 @@ func (d *rowDecoder) appendJSON(body []byte) ([]byte, error) {
 	// slab) to a new array: values already handed out keep the old one.
 	d.buf = out
 	d.bufSizer.used += len(out) - s
+	return out[s:len(out):len(out)], nil
+}
+
+// decodeBeforePartial decodes the before image of a row of a partial JSON
+// update (PARTIAL_UPDATE_ROWS_EVENT) like decodeImage, and keeps the
+// binary JSON of its JSON columns for decodeAfterPartial. The kept bytes
+// are data's: they are valid until the event is done with.
+func (d *rowDecoder) decodeBeforePartial(t *Table, data []byte, present []byte) (Row, int, error) {
+	n := len(t.Columns)
+	if cap(d.part.raw) < n {
+		d.part.raw = make([][]byte, n)
+	}
+	d.part.raw = d.part.raw[:n]
+	clear(d.part.raw)
+	d.part.capture = true
+	row, w, err := d.decodeImage(t, data, present)
+	d.part.capture = false
+	return row, w, err
+}
+
+// decodeAfterPartial decodes the after image of a row of a partial JSON
+// update: binlog_row_value_options as a packed integer, with
+// PARTIAL_JSON_UPDATES (bit 0) a bitmap with one bit per JSON column of
+// the table (present in the image or not), then the image, in which a JSON
+// column whose bit is set holds a diff vector. The diffs are applied to
+// the document of before, decoded by decodeBeforePartial just before, so
+// that the row holds whole documents, as an ordinary update does.
+func (d *rowDecoder) decodeAfterPartial(t *Table, data []byte, present []byte, before Row) (Row, int, error) {
+	opts, n, ok := packedLength(data)
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: %s: partial update without binlog_row_value_options", ErrCorruptRow, t.QualifiedName())
+	}
+	if opts&1 != 0 { // PARTIAL_JSON_UPDATES
+		jsonCols := 0
+		for i := range t.Columns {
+			if t.Columns[i].BinlogType == mysql.MYSQL_TYPE_JSON {
+				jsonCols++
+			}
+		}
+		nb := (jsonCols + 7) / 8
+		if len(data)-n < nb {
+			return nil, 0, fmt.Errorf("%w: %s: partial update bitmap of %d bytes, only %d left", ErrCorruptRow, t.QualifiedName(), nb, len(data)-n)
+		}
+		if nb > 0 {
+			d.part.bits, d.part.before = data[n:n+nb], before
+		}
+		n += nb
+	}
+	row, w, err := d.decodeImage(t, data[n:], present)
+	d.part.bits, d.part.before = nil, nil
+	return row, n + w, err
+}
+
+// isPartial reports whether JSON column i of the after image being
+// decoded holds a diff vector: the bit of its rank among the table's JSON
+// columns.
+func (d *rowDecoder) isPartial(t *Table, i int) bool {
+	k := 0
+	for j := range i {
+		if t.Columns[j].BinlogType == mysql.MYSQL_TYPE_JSON {
+			k++
+		}
+	}
+	return k>>3 < len(d.part.bits) && d.part.bits[k>>3]&(1<<(k&7)) != 0
+}
+
+// patchJSON returns, in the current chunk, the text of column i's document
+// in the before image with the diff vector diffs applied.
+func (d *rowDecoder) patchJSON(t *Table, i int, diffs []byte, pos int) ([]byte, error) {
+	c := &t.Columns[i]
+	var b Value
+	if i < len(d.part.before) {
+		b = d.part.before[i]
+	}
+	switch b.Kind() {
+	case KindAbsent:
+		return nil, fmt.Errorf("%w: table %s column %q: the server logged this update as a partial JSON diff (binlog_row_value_options=PARTIAL_JSON) "+
+			"but its before image lacks the column (binlog_row_image is MINIMAL or NOBLOB), so the new document cannot be rebuilt. "+
+			"Run SET GLOBAL binlog_row_image = 'FULL' (or SET GLOBAL binlog_row_value_options = ''), then snapshot the table again: this change is not in the binlog whole",
+			ErrServerConfig, t.QualifiedName(), c.Name)
+	case KindNull:
+		return nil, d.corrupt(t, i, pos, "a JSON diff for a column that was NULL", ErrCorruptJSON)
+	}
+	before := d.part.raw[i]
+	est := 2*(len(before)+len(diffs)) + 16
+	if est > bigValue {
+		out, err := appendPatchedJSON(make([]byte, 0, est), before, diffs)
+		if err != nil {
+			return nil, d.corrupt(t, i, pos, err.Error(), err)
+		}
+		d.part.grown += len(out)
+		return out[:len(out):len(out)], nil
+	}
+	d.reserve(est)
+	s := len(d.buf)
+	out, err := appendPatchedJSON(d.buf, before, diffs)
+	if err != nil {
+		return nil, d.corrupt(t, i, pos, err.Error(), err)
+	}
+	d.buf = out
+	d.bufSizer.used += len(out) - s
+	d.part.grown += len(out) - s
 	return out[s:len(out):len(out)], nil
 }
 
