@@ -480,3 +480,107 @@ func FuzzJSONDiff(f *testing.F) {
 		}
 	})
 }
+
+// partialRowSeed is a row of a partial update of a table (INT, JSON, JSON):
+// the before image, then the after image with binlog_row_value_options,
+// the partial bitmap and a diff vector for the first JSON column.
+func partialRowSeed(before1, before2 jv, diffs []byte, after2 jv) []byte {
+	le32 := func(b []byte) []byte { return append(leN(4, uint64(len(b))), b...) }
+	img := []byte{0} // null bitmap: nothing NULL
+	img = append(img, leN(4, 7)...)
+	img = append(img, le32(encodeJSONB(before1))...)
+	img = append(img, le32(encodeJSONB(before2))...)
+	img = append(img, 1, 1, 0) // PARTIAL_JSON_UPDATES, first JSON column partial, null bitmap
+	img = append(img, leN(4, 7)...)
+	img = append(img, le32(diffs)...)
+	return append(img, le32(encodeJSONB(after2))...)
+}
+
+// FuzzDecodePartialUpdate decodes rows of partial JSON updates of random
+// tables: errors are ErrCorruptRow (or ErrServerConfig for a diff whose
+// before image lacks the column), never panics, and JSON values are valid.
+func FuzzDecodePartialUpdate(f *testing.F) {
+	cols := []Column{
+		{BinlogType: 3 /* LONG */, Collation: collUTF8MB4},
+		{BinlogType: 245 /* JSON */, Meta: 4, Collation: collUTF8MB4},
+		{BinlogType: 245, Meta: 4, Collation: collUTF8MB4},
+	}
+	doc := sortedJV(jObj(false, "a", jArr(false, jInt(jsonbInt16, 1)), "b", jStr("x")))
+	f.Add(append(fuzzHeader(cols, []byte{7}), partialRowSeed(doc, jArr(false),
+		encodeDiffs(tdiff{jsonDiffReplace, "$.a[0]", jStr("y")}, tdiff{jsonDiffInsert, "$.c", jLit(jsonbTrue)}), jArr(false, jStr("z")))...))
+	f.Add(append(fuzzHeader(cols, []byte{7}), partialRowSeed(doc, jLit(jsonbNull), nil, jLit(jsonbNull))...))
+	f.Add(append(fuzzHeader(cols, []byte{5}), 0, 1, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		tbl, present, data, ok := fuzzTable(in)
+		if !ok {
+			return
+		}
+		var d rowDecoder
+		for rows := 0; len(data) > 0 && rows < 16; rows++ {
+			before, n, err := d.decodeBeforePartial(tbl, data, present)
+			if err == nil {
+				data = data[n:]
+				var after Row
+				after, n, err = d.decodeAfterPartial(tbl, data, present, before)
+				if err == nil {
+					for i, v := range after {
+						if v.Kind() == KindJSON && !json.Valid(v.Bytes()) {
+							t.Fatalf("column %d: invalid JSON text %q", i, v.Bytes())
+						}
+					}
+				}
+			}
+			if err != nil {
+				if !errors.Is(err, ErrCorruptRow) && !errors.Is(err, ErrServerConfig) {
+					t.Fatalf("error wraps neither ErrCorruptRow nor ErrServerConfig: %v", err)
+				}
+				return
+			}
+			if n == 0 {
+				return
+			}
+			data = data[n:]
+		}
+	})
+}
+
+func TestDecodePartialRow(t *testing.T) {
+	cols := []Column{
+		{Name: "id", BinlogType: 3, Collation: collUTF8MB4},
+		{Name: "j", BinlogType: 245, Meta: 4, Collation: collUTF8MB4},
+		{Name: "k", BinlogType: 245, Meta: 4, Collation: collUTF8MB4},
+	}
+	tbl := resolved(t, cols...)
+	doc := sortedJV(jObj(false, "a", jArr(false, jInt(jsonbInt16, 1)), "b", jStr("x")))
+	data := partialRowSeed(doc, jArr(false), encodeDiffs(tdiff{jsonDiffReplace, "$.a[0]", jStr("y")}, tdiff{jsonDiffInsert, "$.c", jLit(jsonbTrue)}), jArr(false, jStr("z")))
+	var d rowDecoder
+	all := []byte{7}
+	before, n, err := d.decodeBeforePartial(tbl, data, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, m, err := d.decodeAfterPartial(tbl, data[n:], all, before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n+m != len(data) {
+		t.Fatalf("decoded %d+%d of %d bytes", n, m, len(data))
+	}
+	if got := fmt.Sprint(after); got != `[7 {"a":["y"],"b":"x","c":true} ["z"]]` {
+		t.Fatalf("after image %s", got)
+	}
+	if d.part.takeGrown() == 0 {
+		t.Error("the rebuilt document's bytes are not counted")
+	}
+
+	// The before image lacks the document (binlog_row_image=MINIMAL).
+	noDoc := slices.Clone(before)
+	noDoc[1] = Value{}
+	if _, _, err := d.decodeAfterPartial(tbl, data[n:], all, noDoc); !errors.Is(err, ErrServerConfig) || !strings.Contains(err.Error(), `column "j"`) {
+		t.Errorf("absent before document: %v", err)
+	}
+	noDoc[1] = NullValue()
+	if _, _, err := d.decodeAfterPartial(tbl, data[n:], all, noDoc); !errors.Is(err, ErrCorruptRow) {
+		t.Errorf("NULL before document: %v", err)
+	}
+}
