@@ -170,6 +170,17 @@ func validDecimal(prec, scale int) bool {
 	return prec >= 1 && prec <= 65 && scale >= 0 && scale <= 38 && scale <= prec
 }
 
+// maxJSONDecimalDigits is the most digits a MySQL decimal value holds
+// (DECIMAL_BUFF_LENGTH groups of nine): what a computed decimal stored in
+// a JSON document may carry.
+const maxJSONDecimalDigits = 81
+
+// validJSONDecimal reports whether a decimal stored in a JSON document has
+// a precision and scale a MySQL decimal value can have.
+func validJSONDecimal(prec, scale int) bool {
+	return prec >= 1 && prec <= maxJSONDecimalDigits && scale >= 0 && scale <= 38 && scale <= prec
+}
+
 // stringMeta splits the metadata of a MYSQL_TYPE_STRING column into the
 // real type (STRING, ENUM or SET) and the maximum length in bytes. The
 // server stores lengths above 255 by folding bits 8 and 9 of the length

@@ -4,18 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"math"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/sluice-cdc/sluice/binlog"
-	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -73,61 +72,104 @@ var diffWrites = []string{
 	`INSERT INTO app.types (id, f, d, dec1) VALUES (6, 0.1, 123456789.123456789, '-0.5')`,
 }
 
-func TestDifferentialAllTypes(t *testing.T) {
-	for name, opts := range map[string]testenv.Options{
-		"metadata=FULL":            {RowMetadata: "FULL"},
-		"metadata=MINIMAL":         {RowMetadata: "MINIMAL"},
-		"metadata=FULL,compressed": {RowMetadata: "FULL", Compressed: true},
-	} {
-		t.Run(name, func(t *testing.T) { differential(t, opts) })
+// diffTable is a table of the differential test: its columns, the column
+// that identifies a row, and the statements that fill it.
+type diffTable struct {
+	name   string
+	cols   []diffCol
+	key    string
+	create []string // statements that create it, on one connection; default from cols
+}
+
+func (dt diffTable) createSQL() []string {
+	if dt.create != nil {
+		return dt.create
+	}
+	var defs []string
+	for _, c := range dt.cols {
+		defs = append(defs, c.name+" "+c.def)
+	}
+	return []string{"CREATE TABLE app." + dt.name + " (" + strings.Join(defs, ", ") + ")"}
+}
+
+// diffCase is what the differential test checks on one flavor.
+type diffCase struct {
+	tables []diffTable
+	setup  []string // global settings, before the tables are created
+	writes []string
+}
+
+func diffCaseFor(f position.Flavor) diffCase {
+	if f == position.MySQL {
+		return mysqlDiffCase()
+	}
+	return diffCase{
+		tables: []diffTable{{name: "types", cols: diffCols, key: "id"}},
+		writes: diffWrites,
 	}
 }
 
-func differential(t *testing.T, opts testenv.Options) {
+func TestDifferentialAllTypes(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		for _, tc := range []struct {
+			name string
+			opts testenv.Options
+		}{
+			{"metadata=FULL", testenv.Options{RowMetadata: "FULL"}},
+			{"metadata=MINIMAL", testenv.Options{RowMetadata: "MINIMAL"}},
+			{"metadata=FULL,compressed", testenv.Options{RowMetadata: "FULL", Compressed: true}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				tc.opts.Flavor = f
+				differential(t, tc.opts, diffCaseFor(f))
+			})
+		}
+	})
+}
+
+func differential(t *testing.T, opts testenv.Options, dc diffCase) {
 	db := testenv.StartT(t, opts)
 	ctx := context.Background()
-	var defs []string
-	for _, c := range diffCols {
-		defs = append(defs, c.name+" "+c.def)
+	exec(t, db, "SET GLOBAL sql_mode = ''", "SET GLOBAL time_zone = '+00:00'")
+	exec(t, db, dc.setup...)
+	exec(t, db, "CREATE DATABASE app")
+	for _, dt := range dc.tables {
+		exec(t, db, dt.createSQL()...)
 	}
-	exec(t, db, "SET GLOBAL sql_mode = ''", "SET GLOBAL time_zone = '+00:00'", "CREATE DATABASE app",
-		"CREATE TABLE app.types ("+strings.Join(defs, ", ")+")")
 	start := masterStatus(t, db)
-	exec(t, db, diffWrites...)
+	exec(t, db, dc.writes...)
 	stop := masterStatus(t, db)
 
-	r := newReader(t, db, func(c *binlog.Config) { c.Start, c.Stop = start, stop })
-	enc := codec.NewEncoder(codec.Source{Name: "diff"})
-	state := map[string]map[string]json.RawMessage{}
-	var buf []byte
-	for {
-		txn, err := r.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			break
+	// The rows rebuilt from sluice's output, by table and key; and each
+	// change's message key.
+	state := map[string]map[string]map[string]json.RawMessage{}
+	for _, dt := range dc.tables {
+		state[dt.name] = map[string]map[string]json.RawMessage{}
+	}
+	keyOf := map[string]string{}
+	for _, dt := range dc.tables {
+		keyOf[dt.name] = dt.key
+	}
+	for _, ch := range readChanges(t, db, start, stop, nil) {
+		rows, key := state[ch.table], keyOf[ch.table]
+		if rows == nil {
+			t.Fatalf("change of unknown table %s", ch.table)
 		}
-		if err != nil {
-			t.Fatal(err)
+		if ch.before != nil {
+			delete(rows, string(ch.before[key]))
 		}
-		for i := range txn.Changes {
-			buf = enc.AppendChange(buf[:0], txn, &txn.Changes[i])
-			if !json.Valid(bytes.TrimSpace(buf)) {
-				t.Fatalf("invalid JSON line: %s", buf)
-			}
-			ev, err := codec.DecodeLine(buf)
-			if err != nil {
-				t.Fatalf("decoding %s: %v", buf, err)
-			}
-			if ev.IsDDL() {
-				continue
-			}
-			if ev.Before != nil {
-				delete(state, string(ev.Before["id"]))
-			}
-			if ev.After != nil {
-				state[string(ev.After["id"])] = ev.After
-			}
+		if ch.after != nil {
+			rows[string(ch.after[key])] = ch.after
 		}
-		txn.Release() // encoded: later transactions reuse its memory
+		// The message key is the row's key (the after image's, the
+		// before image's for a delete).
+		img := ch.after
+		if img == nil {
+			img = ch.before
+		}
+		if want := fmt.Sprintf("{%q:%s}", key, img[key]); ch.key != want {
+			t.Errorf("%s change %s of %s: message key %s, want %s", ch.op, img[key], ch.table, ch.key, want)
+		}
 	}
 
 	// What the server holds, as text.
@@ -136,48 +178,63 @@ func differential(t *testing.T, opts testenv.Options) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var sels []string
-	for _, col := range diffCols {
-		sel := col.sel
-		if sel == "" {
-			sel = "CAST(" + col.name + " AS CHAR)"
-		}
-		sels = append(sels, sel)
-	}
 	if _, err := c.Execute("SET NAMES utf8mb4"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Execute("SET time_zone = '+00:00'"); err != nil {
 		t.Fatal(err)
 	}
-	rs, err := c.Execute("SELECT " + strings.Join(sels, ", ") + " FROM app.types ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rs.Close()
-	if rs.RowNumber() != len(state) {
-		t.Fatalf("server has %d rows, sluice's output rebuilds %d", rs.RowNumber(), len(state))
-	}
-	for row := 0; row < rs.RowNumber(); row++ {
-		id, _ := rs.GetString(row, 0)
-		got, ok := state[id]
-		if !ok {
-			t.Errorf("row id=%s missing from sluice's output", id)
-			continue
+	for _, dt := range dc.tables {
+		var sels []string
+		keyIdx := -1
+		for i, col := range dt.cols {
+			sel := col.sel
+			if sel == "" {
+				sel = "CAST(" + col.name + " AS CHAR)"
+			}
+			sels = append(sels, sel)
+			if col.name == dt.key {
+				keyIdx = i
+			}
 		}
-		for ci, col := range diffCols {
-			isNull, _ := rs.IsNull(row, ci)
-			want, _ := rs.GetString(row, ci)
-			g, ok := got[col.name]
+		rs, err := c.Execute("SELECT " + strings.Join(sels, ", ") + " FROM app." + dt.name + " ORDER BY " + dt.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := state[dt.name]
+		if rs.RowNumber() != len(rows) {
+			t.Fatalf("%s: server has %d rows, sluice's output rebuilds %d", dt.name, rs.RowNumber(), len(rows))
+		}
+		for row := 0; row < rs.RowNumber(); row++ {
+			id, _ := rs.GetString(row, keyIdx)
+			got, ok := rows[id]
 			if !ok {
-				t.Errorf("id=%s column %s absent from output", id, col.name)
+				t.Errorf("%s row %s=%s missing from sluice's output", dt.name, dt.key, id)
 				continue
 			}
-			if err := compareCell(col.cmp, isNull, want, g); err != nil {
-				t.Errorf("id=%s column %s (%s): server %q, sluice %s: %v", id, col.name, col.def, want, g, err)
+			for ci, col := range dt.cols {
+				isNull, _ := rs.IsNull(row, ci)
+				want, _ := rs.GetString(row, ci)
+				g, ok := got[col.name]
+				if !ok {
+					t.Errorf("%s %s=%s column %s absent from output", dt.name, dt.key, id, col.name)
+					continue
+				}
+				if err := compareCell(col.cmp, isNull, want, g); err != nil {
+					t.Errorf("%s %s=%s column %s (%s): server %s, sluice %s: %v", dt.name, dt.key, id, col.name, col.def, abbrevText(want), abbrevText(string(g)), err)
+				}
 			}
 		}
+		rs.Close()
 	}
+}
+
+// abbrevText shortens long values in failure messages.
+func abbrevText(s string) string {
+	if len(s) > 300 {
+		return strconv.Quote(s[:150]) + fmt.Sprintf("...(%d bytes)...", len(s)) + strconv.Quote(s[len(s)-100:])
+	}
+	return strconv.Quote(s)
 }
 
 // masterStatus returns the server's current binlog position (SHOW MASTER
@@ -268,15 +325,37 @@ func compareCell(kind string, isNull bool, want string, got json.RawMessage) err
 			return fail
 		}
 	case "json":
-		var w, g any
-		if err := json.Unmarshal([]byte(want), &w); err != nil {
+		// Byte for byte: MySQL's text without insignificant spaces, which
+		// is also what the snapshot writes for the document.
+		var w bytes.Buffer
+		if err := json.Compact(&w, []byte(want)); err != nil {
 			return err
 		}
-		if err := json.Unmarshal(got, &g); err != nil {
-			return err
-		}
-		if !reflect.DeepEqual(w, g) {
+		if w.String() != string(got) {
 			return fail
+		}
+	case "vector":
+		raw, err := hex.DecodeString(want)
+		if err != nil {
+			return err
+		}
+		var nums []json.Number
+		d := json.NewDecoder(bytes.NewReader(got))
+		d.UseNumber()
+		if err := d.Decode(&nums); err != nil {
+			return fmt.Errorf("not an array of numbers: %v", err)
+		}
+		if len(nums) != len(raw)/4 {
+			return fmt.Errorf("%d numbers for %d floats", len(nums), len(raw)/4)
+		}
+		for k, n := range nums {
+			f, err := strconv.ParseFloat(string(n), 32)
+			if err != nil {
+				return err
+			}
+			if math.Float32bits(float32(f)) != binary.LittleEndian.Uint32(raw[4*k:]) {
+				return fmt.Errorf("element %d: %s, server %v", k, n, math.Float32frombits(binary.LittleEndian.Uint32(raw[4*k:])))
+			}
 		}
 	default:
 		return errors.New("unknown comparison " + kind)

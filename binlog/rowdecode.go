@@ -958,7 +958,7 @@ var errDecimal = errors.New("decimal digit group out of range")
 // appendDecimal appends the text of a binary DECIMAL(prec, scale) value:
 // leading zeros trimmed, all scale digits kept, "-" for negative numbers
 // (never for zero). b must hold exactly decimalBinSize(prec, scale) bytes
-// and prec, scale must satisfy validDecimal.
+// and prec, scale must satisfy validDecimal (or validJSONDecimal).
 func appendDecimal(dst, b []byte, prec, scale int) ([]byte, error) {
 	var tmp [40]byte
 	n := copy(tmp[:], b)

@@ -86,7 +86,7 @@ func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, 
 	n := int(tm.ColumnCount)
 	t.Columns = make([]Column, n)
 	unsigned := tm.UnsignedMap()
-	collations := tm.CollationMap()
+	collations := columnCollations(tm, c.mariaDB)
 	esCollations := tm.EnumSetCollationMap()
 	enums := tm.EnumStrValueMap()
 	sets := tm.SetStrValueMap()
@@ -139,6 +139,60 @@ func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, 
 		}
 	}
 	return t, nil
+}
+
+// columnCollations returns the collation of each character column from a
+// TABLE_MAP event's DEFAULT_CHARSET or COLUMN_CHARSET metadata, which
+// number the character columns in table order. The server decides what
+// counts as one (is_character_type): CHAR, VARCHAR and BLOB/TEXT on both;
+// VECTOR too on MySQL 9, GEOMETRY too on MariaDB. go-mysql's CollationMap
+// does not count VECTOR, which would give every character column after a
+// VECTOR the collation of the one before it.
+func columnCollations(tm *replication.TableMapEvent, mariaDB bool) map[int]uint64 {
+	isChar := func(i int) bool {
+		switch t := tm.ColumnType[i]; t {
+		case mysql.MYSQL_TYPE_STRING:
+			real, _ := stringMeta(tm.ColumnMeta[i])
+			return real != mysql.MYSQL_TYPE_ENUM && real != mysql.MYSQL_TYPE_SET
+		case mysql.MYSQL_TYPE_VAR_STRING, mysql.MYSQL_TYPE_VARCHAR, mysql.MYSQL_TYPE_BLOB, mysql.MYSQL_TYPE_VECTOR:
+			return true
+		case mysql.MYSQL_TYPE_GEOMETRY:
+			return mariaDB
+		}
+		return false
+	}
+	n := min(int(tm.ColumnCount), len(tm.ColumnType), len(tm.ColumnMeta))
+	switch {
+	case len(tm.DefaultCharset) > 0:
+		except := map[uint64]uint64{} // character column number -> collation
+		for k := 1; k+1 < len(tm.DefaultCharset); k += 2 {
+			except[tm.DefaultCharset[k]] = tm.DefaultCharset[k+1]
+		}
+		out := make(map[int]uint64)
+		p := uint64(0)
+		for i := range n {
+			if !isChar(i) {
+				continue
+			}
+			out[i] = tm.DefaultCharset[0]
+			if c, ok := except[p]; ok {
+				out[i] = c
+			}
+			p++
+		}
+		return out
+	case len(tm.ColumnCharset) > 0:
+		out := make(map[int]uint64)
+		p := 0
+		for i := range n {
+			if isChar(i) && p < len(tm.ColumnCharset) {
+				out[i] = tm.ColumnCharset[p]
+				p++
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // merge takes names, enum/set members, signedness and keys from an
@@ -303,6 +357,12 @@ func (s *InfoSchema) Columns(ctx context.Context, db, table string) (*Table, err
 			c, err := s.dial(ctx)
 			if err != nil {
 				return nil, err
+			}
+			// MySQL 8.0.30+ hides a generated invisible primary key
+			// (my_row_id) from information_schema when this is OFF, but
+			// logs it in every row. Elsewhere the variable is unknown.
+			if rs, err := c.Execute("SET SESSION show_gipk_in_create_table_and_information_schema = ON"); err == nil {
+				rs.Close()
 			}
 			s.mu.conn = c
 		}
