@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 func readAll(t testing.TB, name string, data []byte) (changes int, err error) {
@@ -20,15 +21,32 @@ func readAll(t testing.TB, name string, data []byte) (changes int, err error) {
 }
 
 func TestReadTestdataFiles(t *testing.T) {
-	for name := range testdataFiles {
+	for name, f := range testdataFiles {
 		data, err := os.ReadFile("testdata/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n, err := readAll(t, name, data)
-		// 2 DDL + 2 inserts + 1 update + 1 delete + 50 bulk inserts
-		if err != nil || n != 56 {
-			t.Errorf("%s: %d changes, %v; want 56", name, n, err)
+		if err != nil || n != f.changes {
+			t.Errorf("%s: %d changes, %v; want %d", name, n, err, f.changes)
+		}
+		if f.opts.Flavor != position.MySQL {
+			continue
+		}
+		// The partial JSON update comes out with the whole document.
+		var docs []string
+		err = binlog.ReadStream(context.Background(), name, bytes.NewReader(data), binlog.FileConfig{}, func(txn *binlog.Txn) error {
+			for _, ch := range txn.Changes {
+				if ch.Op == binlog.OpUpdate {
+					if i := 8; len(ch.After) > i && ch.After[i].Kind() == binlog.KindJSON { // doc
+						docs = append(docs, string(ch.After[i].Bytes()))
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil || len(docs) != 2 || docs[1] != testdataPartialDoc {
+			t.Errorf("%s: documents after the updates %q (%v), want the last one %s", name, docs, err, testdataPartialDoc)
 		}
 	}
 }
