@@ -104,7 +104,7 @@ var (
 // mysqlbinlogUpdates runs mysqlbinlog -vv over the server's binlog files and
 // returns the UPDATE rows of table, in binlog order. Multi-line values (the
 // partial update functions) are joined.
-func mysqlbinlogUpdates(t *testing.T, db *testenv.Server, table string) []binlogUpdate {
+func mysqlbinlogUpdates(t *testing.T, db *testenv.Server, table string) (ups []binlogUpdate, payloads int) {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(db.DataDir(), "mysql-bin.[0-9]*"))
 	cmd, err := db.Command(testenv.ToolBinlog, append([]string{"-vv", "--base64-output=DECODE-ROWS"}, files...)...)
@@ -115,7 +115,6 @@ func mysqlbinlogUpdates(t *testing.T, db *testenv.Server, table string) []binlog
 	if err != nil {
 		t.Fatalf("mysqlbinlog: %v", err)
 	}
-	var ups []binlogUpdate
 	var cur *binlogUpdate
 	var img map[string]string
 	partial := false
@@ -127,6 +126,9 @@ func mysqlbinlogUpdates(t *testing.T, db *testenv.Server, table string) []binlog
 		if m := binlogEventRe.FindStringSubmatch(line); m != nil {
 			partial = m[1] == "Update_rows_partial"
 			continue
+		}
+		if strings.Contains(line, "\tTransaction_Payload\t") {
+			payloads++
 		}
 		switch {
 		case strings.HasPrefix(line, "### UPDATE "):
@@ -154,7 +156,7 @@ func mysqlbinlogUpdates(t *testing.T, db *testenv.Server, table string) []binlog
 			img[last] += v
 		}
 	}
-	return ups
+	return ups, payloads
 }
 
 // unquoteBinlog decodes a value mysqlbinlog printed quoted (my_b_write_quoted:
@@ -274,7 +276,18 @@ func partialJSON(t *testing.T, opts testenv.Options) {
 
 	cols := []string{"j1", "j2", "j3"}
 	colNum := map[string]string{"j1": "3", "j2": "4", "j3": "6"}
-	ups := mysqlbinlogUpdates(t, db, "docs")
+	ups, payloads := mysqlbinlogUpdates(t, db, "docs")
+	if opts.Compressed && payloads < 12 { // one per transaction
+		t.Fatalf("binlog_transaction_compression=ON, but mysqlbinlog shows %d Transaction_Payload events", payloads)
+	}
+	rs, err := db.Query(context.Background(), "SELECT LENGTH(CAST(j1 AS CHAR)) FROM app.docs WHERE id = 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rs.GetInt(0, 0); n < 20000 {
+		t.Fatalf("the large document has %d bytes of text, want tens of KB", n)
+	}
+	rs.Close()
 	var updates []seenChange
 	for _, ch := range changes {
 		if ch.op == "u" {
@@ -300,7 +313,6 @@ func partialJSON(t *testing.T, opts testenv.Options) {
 			}
 		}
 	}
-	t.Logf("%d updates, %d logged as partial, functions %v", len(ups), npartial, funcs)
 	if npartial < 40 || funcs["JSON_REPLACE("] == 0 || funcs["JSON_INSERT("] == 0 || funcs["JSON_ARRAY_INSERT("] == 0 || funcs["JSON_REMOVE("] == 0 {
 		t.Fatalf("the workload was logged with %d partial updates of %d and functions %v: it does not exercise partial JSON", npartial, len(ups), funcs)
 	}
@@ -335,7 +347,7 @@ func partialJSON(t *testing.T, opts testenv.Options) {
 			}
 		}
 	}
-	rs, err := db.Query(context.Background(), "SELECT id, IFNULL(CAST(j1 AS CHAR), 'null'), IFNULL(CAST(j2 AS CHAR), 'null'), IFNULL(CAST(j3 AS CHAR), 'null') FROM app.docs ORDER BY id")
+	rs, err = db.Query(context.Background(), "SELECT id, IFNULL(CAST(j1 AS CHAR), 'null'), IFNULL(CAST(j2 AS CHAR), 'null'), IFNULL(CAST(j3 AS CHAR), 'null') FROM app.docs ORDER BY id")
 	if err != nil {
 		t.Fatal(err)
 	}
