@@ -38,6 +38,7 @@ type seenChange struct {
 	table         string
 	before, after map[string]json.RawMessage
 	key           string // codec.AppendChangeKey
+	tbl           *binlog.Table
 }
 
 // readChanges reads the row changes between start and stop and returns
@@ -72,7 +73,7 @@ func readChanges(t *testing.T, db *testenv.Server, start, stop position.Position
 				t.Fatalf("decoding %s: %v", buf, err)
 			}
 			out = append(out, seenChange{op: ev.Op, table: ch.Table.Name, before: ev.Before, after: ev.After,
-				key: string(codec.AppendChangeKey(nil, ch))})
+				key: string(codec.AppendChangeKey(nil, ch)), tbl: ch.Table})
 		}
 		txn.Release()
 	}
