@@ -453,6 +453,36 @@ func TestJSONDiffLargeDocument(t *testing.T) {
 	}
 }
 
+// BenchmarkJSONDiffLarge rebuilds a 100 KB document from a two-diff vector,
+// against rendering the same document whole (BenchmarkJSONB-like).
+func BenchmarkJSONDiffLarge(b *testing.B) {
+	var items []jv
+	for i := range 3000 {
+		items = append(items, jObj(false, "id", jInt(jsonbInt32, int64(i)), "name", jStr(strings.Repeat("n", i%40))))
+	}
+	before := encodeJSONB(sortedJV(jObj(true, "items", jArr(true, items...), "meta", jObj(false, "v", jInt(jsonbInt16, 1)))))
+	diffs := encodeDiffs(tdiff{jsonDiffReplace, "$.items[1500].name", jStr("changed")}, tdiff{jsonDiffReplace, "$.meta.v", jInt(jsonbInt16, 2)})
+	buf := make([]byte, 0, 4*len(before))
+	b.Run("patched", func(b *testing.B) {
+		b.SetBytes(int64(len(before)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := appendPatchedJSON(buf[:0], before, diffs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		b.SetBytes(int64(len(before)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := appendJSONB(buf[:0], before); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
 // FuzzJSONDiff feeds arbitrary documents and diff vectors to the applier:
 // it must never panic, and what it produces is valid JSON of a size
 // bounded by its input.
