@@ -43,6 +43,12 @@
 // in their column's charset, bytes, ENUM indexes and SET masks (with the
 // member names in Column.Enum and Column.Set), BIT, JSON text, geometry,
 // VECTOR floats.
+// A MySQL server with binlog_row_value_options=PARTIAL_JSON logs an
+// UPDATE through JSON_SET, JSON_REPLACE or JSON_REMOVE as a diff of the
+// document (PARTIAL_UPDATE_ROWS_EVENT); the reader applies it to the
+// before image's document, so After holds the whole new document, as for
+// any other update. That needs the document in the before image: with
+// binlog_row_image=MINIMAL the reader stops with ErrServerConfig.
 // Decoding a row allocates nothing per cell: the reader uses its own row
 // decoder instead of go-mysql's default one, and the bytes of a chunk's
 // values share one buffer that belongs to the chunk.
