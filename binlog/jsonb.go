@@ -372,7 +372,7 @@ func appendJSONOpaque(dst []byte, ft byte, data []byte) ([]byte, error) {
 		}
 		// A decimal inside a document is a computed value: its precision
 		// may pass a column's 65 digits, up to the 81 a MySQL decimal
-		// holds (CAST('9...9.9...9' AS DECIMAL(65,30)) is stored with 66).
+		// holds (MySQL 9.7 stores a DECIMAL(65,30) value with precision 66).
 		prec, scale := int(data[0]), int(data[1])
 		if !validJSONDecimal(prec, scale) {
 			return dst, jsonErr("DECIMAL(%d,%d) out of range", prec, scale)
