@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sluice-cdc/sluice/internal/flock"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -115,9 +116,9 @@ func (s *FileStore) Load(ctx context.Context) (Checkpoint, error) {
 // an exclusive lock on Path+".lock", so two savers that expect the same
 // version cannot both succeed (one would silently overwrite the other).
 func (s *FileStore) Save(ctx context.Context, cp Checkpoint, expected uint64) (uint64, error) {
-	unlock, err := lockFile(s.Path + ".lock")
+	unlock, err := flock.Lock(s.Path + ".lock")
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("checkpoint: %w", err)
 	}
 	defer unlock()
 	cur, err := s.Load(ctx)

@@ -16,8 +16,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/sluice-cdc/sluice/internal/flock"
 )
 
 // MySQL servers for tests.
@@ -151,24 +152,11 @@ func cachedMySQL(base string) (MySQLDist, bool) {
 
 // lockFile takes an exclusive flock on path, waiting for other processes.
 func lockFile(path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	unlock, err = flock.Lock(path)
 	if err != nil {
-		return nil, fmt.Errorf("testenv: open lock %s: %w", path, err)
+		return nil, fmt.Errorf("testenv: %w", err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("testenv: lock %s: %w", path, err)
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck
-		f.Close()
-	}, nil
+	return unlock, nil
 }
 
 // downloadMySQL fetches and unpacks the packages into base/mysql-VERSION.

@@ -70,22 +70,11 @@ func aptInstall(installed func() bool, what string, pkgs ...string) error {
 	if installed() {
 		return nil
 	}
-	lockPath := filepath.Join(os.TempDir(), "sluice-testenv-apt.lock")
-	lf, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o666)
+	unlock, err := lockFile(filepath.Join(os.TempDir(), "sluice-testenv-apt.lock"))
 	if err != nil {
-		return fmt.Errorf("testenv: open apt lock %s: %w", lockPath, err)
+		return err
 	}
-	defer lf.Close()
-	for {
-		err = syscall.Flock(int(lf.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("testenv: lock %s: %w", lockPath, err)
-	}
-	defer syscall.Flock(int(lf.Fd()), syscall.LOCK_UN) //nolint:errcheck
+	defer unlock()
 	// Another process may have installed it while we waited for the lock.
 	if installed() {
 		return nil
