@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -312,58 +311,6 @@ func debianMirror() (string, error) {
 		return "", errors.New("testenv: apt's configuration names no Debian archive with a main component (apt-get indextargets); MySQL is fetched from Debian sid on the same mirror")
 	}
 	return candidates[0], nil
-}
-
-// mysqlArgs are mysqld's arguments: the same settings as MariaDB's where
-// MySQL has them (ROW binlog, GTIDs, replica updates logged, small InnoDB).
-func (m *Server) mysqlArgs() []string {
-	o := m.opts
-	usr := filepath.Join(m.dist.Root, "usr")
-	gtid := "ON"
-	if o.NoGTID {
-		gtid = "OFF"
-	}
-	a := []string{
-		"--no-defaults", // must be first
-		"--basedir=" + usr,
-		"--lc-messages-dir=" + filepath.Join(usr, "share", "mysql"),
-		"--plugin-dir=" + filepath.Join(usr, "lib", "mysql", "plugin"),
-		"--datadir=" + m.DataDir(),
-		"--socket=" + m.Socket(),
-		"--port=" + strconv.Itoa(m.Port),
-		"--bind-address=127.0.0.1",
-		"--mysqlx=OFF",
-		"--pid-file=" + filepath.Join(m.Dir, "mysqld.pid"),
-		"--log-error=" + m.ErrorLogPath(),
-		"--tmpdir=" + m.TmpDir(),
-		"--log-bin=" + filepath.Join(m.DataDir(), "mysql-bin"),
-		"--binlog-format=ROW",
-		"--binlog-row-metadata=" + o.RowMetadata,
-		"--binlog-row-image=" + o.RowImage,
-		"--binlog-checksum=CRC32",
-		"--server-id=" + strconv.FormatUint(uint64(o.ServerID), 10),
-		"--log-replica-updates",
-		"--gtid-mode=" + gtid,
-		"--enforce-gtid-consistency=" + gtid,
-		"--skip-name-resolve",
-		"--innodb-buffer-pool-size=128M",
-		"--innodb-redo-log-capacity=64M",
-		"--innodb-flush-log-at-trx-commit=2",
-		"--sync-binlog=0",
-		"--max-connections=200",
-		"--secure-file-priv=",
-		"--character-set-server=utf8mb4",
-	}
-	if os.Geteuid() == 0 {
-		a = append(a, "--user=root")
-	}
-	if o.Compressed {
-		a = append(a, "--binlog-transaction-compression=ON")
-	}
-	if o.MaxBinlogSize != "" {
-		a = append(a, "--max-binlog-size="+o.MaxBinlogSize)
-	}
-	return append(a, o.Extra...)
 }
 
 // copyTemplate gives the server a data directory: a copy of one

@@ -426,42 +426,69 @@ func (m *Server) installDB(ctx context.Context, installDB string) error {
 }
 
 func (m *Server) args() []string {
-	if m.Flavor == position.MySQL {
-		return m.mysqlArgs()
-	}
 	o := m.opts
-	a := []string{
-		"--no-defaults", // must be first
-		"--datadir=" + m.DataDir(),
-		"--socket=" + m.Socket(),
-		"--port=" + strconv.Itoa(m.Port),
+	a := []string{"--no-defaults"} // must be first
+	if m.Flavor == position.MySQL {
+		usr := filepath.Join(m.dist.Root, "usr")
+		a = append(a,
+			"--basedir="+usr,
+			"--lc-messages-dir="+filepath.Join(usr, "share", "mysql"),
+			"--plugin-dir="+filepath.Join(usr, "lib", "mysql", "plugin"),
+		)
+	}
+	// The settings both servers take.
+	a = append(a,
+		"--datadir="+m.DataDir(),
+		"--socket="+m.Socket(),
+		"--port="+strconv.Itoa(m.Port),
 		"--bind-address=127.0.0.1",
-		"--pid-file=" + filepath.Join(m.Dir, "mariadbd.pid"),
-		"--log-error=" + m.ErrorLogPath(),
-		"--tmpdir=" + m.TmpDir(),
-		"--log-bin=" + filepath.Join(m.DataDir(), "mysql-bin"),
+		"--pid-file="+filepath.Join(m.Dir, m.daemonName()+".pid"),
+		"--log-error="+m.ErrorLogPath(),
+		"--tmpdir="+m.TmpDir(),
+		"--log-bin="+filepath.Join(m.DataDir(), "mysql-bin"),
 		"--binlog-format=ROW",
-		"--binlog-row-metadata=" + o.RowMetadata,
-		"--binlog-row-image=" + o.RowImage,
+		"--binlog-row-metadata="+o.RowMetadata,
+		"--binlog-row-image="+o.RowImage,
 		"--binlog-checksum=CRC32",
-		"--server-id=" + strconv.FormatUint(uint64(o.ServerID), 10),
-		"--log-slave-updates",
-		"--gtid-strict-mode=ON",
+		"--server-id="+strconv.FormatUint(uint64(o.ServerID), 10),
 		"--skip-name-resolve",
 		"--innodb-buffer-pool-size=128M",
-		"--innodb-log-file-size=64M",
 		"--innodb-flush-log-at-trx-commit=2",
 		"--sync-binlog=0",
 		"--max-connections=200",
-		// --no-defaults would otherwise leave latin1; match Debian's config.
+		// --no-defaults would otherwise leave latin1 on MariaDB.
 		"--character-set-server=utf8mb4",
-		"--collation-server=utf8mb4_general_ci",
-	}
+	)
 	if os.Geteuid() == 0 {
 		a = append(a, "--user=root")
 	}
-	if o.Compressed {
-		a = append(a, "--log-bin-compress=ON", "--log-bin-compress-min-len=10")
+	if m.Flavor == position.MySQL {
+		gtid := "ON"
+		if o.NoGTID {
+			gtid = "OFF"
+		}
+		a = append(a,
+			"--mysqlx=OFF",
+			"--log-replica-updates",
+			"--gtid-mode="+gtid,
+			"--enforce-gtid-consistency="+gtid,
+			"--innodb-redo-log-capacity=64M",
+			"--secure-file-priv=",
+		)
+		if o.Compressed {
+			a = append(a, "--binlog-transaction-compression=ON")
+		}
+	} else {
+		a = append(a,
+			"--log-slave-updates",
+			"--gtid-strict-mode=ON",
+			"--innodb-log-file-size=64M",
+			// Debian's configuration's collation.
+			"--collation-server=utf8mb4_general_ci",
+		)
+		if o.Compressed {
+			a = append(a, "--log-bin-compress=ON", "--log-bin-compress-min-len=10")
+		}
 	}
 	if o.MaxBinlogSize != "" {
 		a = append(a, "--max-binlog-size="+o.MaxBinlogSize)
