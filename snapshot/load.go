@@ -73,9 +73,24 @@ type Config struct {
 	// Where holds an optional SQL condition per table ("db.table").
 	Where map[string]string
 	// Parallel is the number of connections reading at once (default 2).
-	// More than one needs the RELOAD privilege (BACKUP STAGE) to start all
-	// of them at the same point; without it one connection reads.
+	// On MariaDB, more than one needs the RELOAD privilege (BACKUP STAGE)
+	// to start all of them at the same point; without it one connection
+	// reads. On MySQL every consistent snapshot takes a lock for as long
+	// as its connections take to start (see LockTimeout).
 	Parallel int
+	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
+	// while its connections start their transactions (FLUSH TABLES WITH
+	// READ LOCK, or LOCK TABLES … READ on the tables read where the
+	// former is not allowed): the server's lock_wait_timeout and a client
+	// side timeout both give up after it, so that the lock, which holds
+	// writers back while it waits for a long query, never waits longer
+	// (default 10s). MariaDB's BACKUP STAGE waits as long as it must.
+	LockTimeout time.Duration
+	// SignalTable ("db.table") is where the watermark method writes its
+	// watermark rows on a MySQL server without GTIDs (gtid_mode not ON):
+	// columns type ('watermark') and data. Without GTIDs and without a
+	// signal table, the watermark method is refused.
+	SignalTable string
 	// ChunkRows is the number of rows per delivered chunk (default 16384).
 	// Each key range is read with one SELECT, cut into chunks as it
 	// streams.
@@ -128,11 +143,17 @@ type Result struct {
 	Position position.Position
 	Rows     int64
 	Tables   int
-	// Method is how consistency was obtained: "backup-stage" (several
-	// connections started at one point under BACKUP STAGE BLOCK_COMMIT),
-	// "consistent-snapshot" (one connection) or "watermark" (nothing read
-	// here).
+	// Method is how consistency was obtained: on MariaDB "backup-stage"
+	// (several connections started at one point under BACKUP STAGE
+	// BLOCK_COMMIT) or "consistent-snapshot" (one connection, at its
+	// binlog_snapshot_position); on MySQL "global-read-lock" (the
+	// connections started under FLUSH TABLES WITH READ LOCK) or
+	// "lock-tables" (under LOCK TABLES … READ of the tables read);
+	// "watermark" when nothing was read here.
 	Method string
+	// Blocked is how long the snapshot's lock held writers back: from
+	// asking for it to releasing it (zero when none was taken).
+	Blocked time.Duration
 	// Deferred lists the tables ("db.table") left to a Stream started at
 	// Position (see Config.Method); the snapshot ends when the Stream has
 	// read them.
@@ -157,14 +178,25 @@ func (c *Config) defaults() {
 	if c.ProgressEvery <= 0 {
 		c.ProgressEvery = 5 * time.Second
 	}
+	if c.LockTimeout <= 0 {
+		c.LockTimeout = 10 * time.Second
+	}
 }
 
 func (c *Config) dial(ctx context.Context) (*client.Conn, error) { return binlog.Dial(ctx, c.Source) }
 
-// Run reads every selected table at one consistent point, without a
-// global read lock, and calls emit with chunks of rows (Op binlog.OpRead),
-// one goroutine at a time. The final chunk has SnapshotLast set. It returns
-// the binlog position to stream from.
+// Run reads every selected table at one consistent point and calls emit
+// with chunks of rows (Op binlog.OpRead), one goroutine at a time. The
+// final chunk has SnapshotLast set. It returns the binlog position to
+// stream from.
+//
+// On MariaDB the point needs no lock that holds writers back: BACKUP STAGE
+// BLOCK_COMMIT holds commits only while the connections start, or one
+// connection reads at its binlog_snapshot_position. MySQL has no such
+// position: its connections start their transactions under a lock held
+// for that moment only (see Config.LockTimeout and Result.Blocked); where
+// the user may take no lock at all, Run reads nothing itself and leaves
+// every table to the watermark method (Result.Deferred).
 func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result, error) {
 	cfg.defaults()
 	if cfg.Method != "" && cfg.Method != "consistent" && cfg.Method != "watermark" {
@@ -176,6 +208,10 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	}
 	defer coord.Close()
 
+	srv, err := probeServer(coord)
+	if err != nil {
+		return Result{}, err
+	}
 	tables, err := listTables(coord, cfg.Tables)
 	if err != nil {
 		return Result{}, err
@@ -197,19 +233,40 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 		}
 		infos = append(infos, info)
 	}
-	if cfg.Method == "watermark" {
-		pos, err := currentPosition(coord)
+	// Nothing to read at one point: the stream starts now, and reads
+	// what was deferred while it streams.
+	watermark := func() (Result, error) {
+		if len(deferred) > 0 {
+			if err := checkWatermark(coord, srv, cfg.SignalTable, cfg.Tables); err != nil {
+				return Result{}, err
+			}
+		}
+		pos, err := srv.position(coord)
 		if err != nil {
 			return Result{}, err
 		}
-		if pos.GTIDs, err = binlog.GTIDAt(coord, pos); err != nil {
-			return Result{}, err
-		}
-		pos.Flavor = position.MariaDB
 		return Result{Position: pos, Method: "watermark", Deferred: deferred, Tables: len(deferred)}, nil
 	}
+	if cfg.Method == "watermark" || len(infos) == 0 {
+		return watermark()
+	}
 
-	conns, res, err := startConsistent(ctx, &cfg, coord)
+	conns, res, err := startConsistent(ctx, &cfg, coord, srv, infos)
+	if errors.Is(err, errNoLock) {
+		// MySQL, and the user may take no lock: every table is read
+		// while streaming, which needs no lock (and needs keys).
+		for _, info := range infos {
+			if len(info.Key) == 0 {
+				return Result{}, fmt.Errorf("%w; and %s has no primary or unique NOT NULL key, so it cannot be read while streaming instead", err, info.Table.QualifiedName())
+			}
+		}
+		cfg.Logger.Warn("snapshot: no lock allowed for a consistent snapshot: reading every table while streaming (the watermark method) instead", "reason", err.Error())
+		for _, info := range infos {
+			t := info.Table
+			deferred = append(deferred, Deferred{Schema: t.Schema, Table: t.Name, Where: cfg.Where[t.QualifiedName()]})
+		}
+		return watermark()
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -232,7 +289,11 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 		}
 	}()
 	res.Tables = len(infos)
-	cfg.Logger.Info("snapshot started", "tables", len(infos), "connections", len(workers), "method", res.Method, "position", res.Position.String())
+	attrs := []any{"tables", len(infos), "connections", len(workers), "method", res.Method, "position", res.Position.String()}
+	if res.Method == "global-read-lock" || res.Method == "lock-tables" {
+		attrs = append(attrs, "writers_blocked", res.Blocked.Round(time.Microsecond).String())
+	}
+	cfg.Logger.Info("snapshot started", attrs...)
 
 	// Work: one item per key range of every table.
 	type item struct {
@@ -484,12 +545,54 @@ func (a *rowArena) clone(row binlog.Row) binlog.Row {
 // away still ends the query: its socket is closed.
 const workerSessionSQL = "SET SESSION net_write_timeout = 31536000"
 
+// errNoLock: a consistent snapshot of MySQL needs a lock the user may not
+// take.
+var errNoLock = errors.New("snapshot: a consistent snapshot of MySQL starts its connections under FLUSH TABLES WITH READ LOCK (the RELOAD privilege) or LOCK TABLES … READ of the tables read (the LOCK TABLES privilege), and the server allowed neither")
+
 // startConsistent opens the reading connections, each in a transaction
 // that sees the database at one point, and returns the binlog position of
 // that point.
-func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn) ([]*client.Conn, Result, error) {
+//
+// The connections are opened and their sessions set first; only then is
+// the point taken, so that a lock it needs is held for as long as the
+// transactions take to start and the position to be read, no longer.
+func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv server, infos []*TableInfo) ([]*client.Conn, Result, error) {
 	var res Result
 	n := cfg.Parallel
+	var workers []*client.Conn
+	fail := func(err error) ([]*client.Conn, Result, error) {
+		for _, w := range workers {
+			w.Close()
+		}
+		return nil, res, err
+	}
+	open := func(n int) error {
+		for len(workers) < n {
+			w, err := cfg.dial(ctx)
+			if err != nil {
+				return err
+			}
+			workers = append(workers, w)
+			for _, q := range []string{SessionSQL, workerSessionSQL, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"} {
+				if _, err := w.Execute(q); err != nil {
+					return fmt.Errorf("snapshot: %s: %w", q, err)
+				}
+			}
+		}
+		return nil
+	}
+	if srv.flavor == position.MySQL {
+		if err := open(n); err != nil {
+			return fail(err)
+		}
+		var err error
+		res, err = startLocked(ctx, cfg, coord, srv, infos, workers)
+		if err != nil {
+			return fail(err)
+		}
+		return workers, res, nil
+	}
+
 	locked := false
 	if n > 1 {
 		if _, err := coord.Execute("BACKUP STAGE START"); err == nil {
@@ -511,42 +614,130 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn) ([]*c
 		}
 	}
 	defer unlock()
-	var workers []*client.Conn
-	fail := func(err error) ([]*client.Conn, Result, error) {
-		for _, w := range workers {
-			w.Close()
-		}
-		return nil, res, err
+	// Under BACKUP STAGE BLOCK_COMMIT nothing commits, whatever the time
+	// the connections take to start; opening them first would hold a
+	// BACKUP STAGE START (which blocks nothing) for no gain.
+	if err := open(n); err != nil {
+		return fail(err)
 	}
-	for i := 0; i < n; i++ {
-		w, err := cfg.dial(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		workers = append(workers, w)
-		for _, q := range []string{SessionSQL, workerSessionSQL, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"} {
-			if _, err := w.Execute(q); err != nil {
-				return fail(fmt.Errorf("snapshot: %s: %w", q, err))
-			}
-		}
+	if err := beginAll(workers); err != nil {
+		return fail(err)
 	}
 	var err error
 	if locked {
 		res.Method = "backup-stage"
-		res.Position, err = currentPosition(coord)
+		res.Position, err = srv.position(coord)
 	} else {
 		res.Method = "consistent-snapshot"
 		res.Position, err = snapshotPosition(workers[0])
+		if err == nil {
+			res.Position.Flavor = position.MariaDB
+			res.Position.GTIDs, err = binlog.GTIDAt(coord, res.Position)
+		}
 	}
 	if err != nil {
 		return fail(err)
 	}
 	unlock()
-	if res.Position.GTIDs, err = binlog.GTIDAt(coord, res.Position); err != nil {
-		return fail(err)
-	}
-	res.Position.Flavor = position.MariaDB
 	return workers, res, nil
+}
+
+// beginAll starts the consistent-snapshot transaction of every worker, all
+// at once.
+func beginAll(workers []*client.Conn) error {
+	const q = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := w.Execute(q); err != nil {
+				errs[i] = fmt.Errorf("snapshot: %s: %w", q, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startLocked starts the workers' transactions on MySQL at one point:
+// under FLUSH TABLES WITH READ LOCK, which waits for commits under way
+// and holds back every other, so that every transaction in the binlog
+// before the position read under it is committed and none after; or,
+// where that is not allowed, under LOCK TABLES … READ of the tables read,
+// which waits for the transactions writing them to end (commit included)
+// and holds back their writers, so that the same holds for every
+// transaction that touches them. Both wait at most cfg.LockTimeout.
+//
+// As mysqldump does, a plain FLUSH TABLES first closes the open tables
+// without holding writers back, so that the flush of FLUSH TABLES WITH
+// READ LOCK, which does, is short.
+func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv server, infos []*TableInfo, workers []*client.Conn) (Result, error) {
+	var res Result
+	d := cfg.LockTimeout
+	lockErr := func(what string, err error, waited time.Duration) error {
+		switch serverCode(err) {
+		case errLockWaitTimeout, errQueryInterrupted:
+			return fmt.Errorf("snapshot: %s did not get its lock within %s (a long query or an open transaction holds one of the tables; see SHOW PROCESSLIST): gave up, having held writers back for %s; try again when the server is quieter, raise the snapshot lock timeout, or use the watermark method, which takes no lock: %w",
+				what, d, waited.Round(time.Millisecond), err)
+		}
+		return fmt.Errorf("snapshot: %s: %w", what, err)
+	}
+	// FLUSH TABLES WITH READ LOCK.
+	// (A FLUSH TABLES waiting for a long query makes the statements that
+	// open the table after it wait too: the time writers were held back
+	// is counted from there.)
+	res.Method = "global-read-lock"
+	start := time.Now()
+	err := lockStatement(ctx, cfg.dial, coord, "FLUSH LOCAL TABLES", d)
+	if err == nil {
+		err = lockStatement(ctx, cfg.dial, coord, "FLUSH TABLES WITH READ LOCK", d)
+		if err != nil && !refused(err) {
+			return res, lockErr("FLUSH TABLES WITH READ LOCK", err, time.Since(start))
+		}
+	} else if !refused(err) {
+		return res, lockErr("FLUSH LOCAL TABLES", err, time.Since(start))
+	}
+	if err != nil {
+		// LOCK TABLES … READ of the tables read.
+		cfg.Logger.Info("snapshot: FLUSH TABLES WITH READ LOCK not allowed (it needs RELOAD, and managed services refuse it): locking the tables read instead", "error", err.Error())
+		res.Method = "lock-tables"
+		var b strings.Builder
+		b.WriteString("LOCK TABLES ")
+		for i, info := range infos {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quoteName(info.Table.Schema, info.Table.Name))
+			b.WriteString(" READ")
+		}
+		start = time.Now()
+		if err := lockStatement(ctx, cfg.dial, coord, b.String(), d); err != nil {
+			if refused(err) {
+				return res, fmt.Errorf("%w (%v); grant one of them, e.g. GRANT LOCK TABLES ON db.* TO the user, or use the watermark method", errNoLock, err)
+			}
+			return res, lockErr("LOCK TABLES … READ", err, time.Since(start))
+		}
+	}
+	unlock := func() error {
+		_, err := coord.Execute("UNLOCK TABLES")
+		res.Blocked = time.Since(start)
+		return err
+	}
+	if err := beginAll(workers); err != nil {
+		unlock()
+		return res, err
+	}
+	if res.Position, err = srv.position(coord); err != nil {
+		unlock()
+		return res, err
+	}
+	if err := unlock(); err != nil {
+		return res, fmt.Errorf("snapshot: UNLOCK TABLES: %w", err)
+	}
+	cfg.Logger.Info("snapshot lock released", "method", res.Method, "writers_blocked", res.Blocked.Round(time.Microsecond).String(), "connections", len(workers))
+	return res, nil
 }
 
 // snapshotPosition reads MariaDB's binlog_snapshot_file/position: the
@@ -574,14 +765,6 @@ func snapshotPosition(c *client.Conn) (position.Position, error) {
 		return p, errors.New("snapshot: the server has no binlog_snapshot_file status (MariaDB only; is binary logging on?)")
 	}
 	return p, nil
-}
-
-func currentPosition(c *client.Conn) (position.Position, error) {
-	p, err := binlog.BinlogPosition(c)
-	if err != nil {
-		return p, fmt.Errorf("snapshot: %w", err)
-	}
-	return position.Position{File: p.File, Offset: p.Offset}, nil
 }
 
 // listTables returns the selected base tables as "db.table".
