@@ -79,12 +79,12 @@ type Config struct {
 	// as its connections take to start (see LockTimeout).
 	Parallel int
 	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
-	// while its connections start their transactions (FLUSH TABLES WITH
-	// READ LOCK, or LOCK TABLES … READ on the tables read where the
-	// former is not allowed): the server's lock_wait_timeout and a client
-	// side timeout both give up after it, so that the lock, which holds
-	// writers back while it waits for a long query, never waits longer
-	// (default 10s). MariaDB's BACKUP STAGE waits as long as it must.
+	// while its connections start their transactions (LOCK TABLES … READ
+	// of the tables read, or FLUSH TABLES WITH READ LOCK where that is
+	// not allowed): the server's lock_wait_timeout and a client side
+	// timeout both give up after it, so that the lock, which holds writers
+	// back while it waits, never waits longer (default 10s). MariaDB's
+	// BACKUP STAGE waits as long as it must.
 	LockTimeout time.Duration
 	// SignalTable ("db.table") is where the watermark method writes its
 	// watermark rows on a MySQL server without GTIDs (gtid_mode not ON):
@@ -152,7 +152,8 @@ type Result struct {
 	// "watermark" when nothing was read here.
 	Method string
 	// Blocked is how long the snapshot's lock held writers back: from
-	// asking for it to releasing it (zero when none was taken).
+	// asking for it to releasing it (zero when none was taken). On
+	// MariaDB, BACKUP STAGE BLOCK_COMMIT holds commits (not writes) back.
 	Blocked time.Duration
 	// Deferred lists the tables ("db.table") left to a Stream started at
 	// Position (see Config.Method); the snapshot ends when the Stream has
@@ -237,7 +238,7 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	// what was deferred while it streams.
 	watermark := func() (Result, error) {
 		if len(deferred) > 0 {
-			if err := checkWatermark(coord, srv, cfg.SignalTable, cfg.Tables); err != nil {
+			if _, err := checkWatermark(coord, srv, cfg.SignalTable, cfg.Tables); err != nil {
 				return Result{}, err
 			}
 		}
@@ -290,7 +291,7 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	}()
 	res.Tables = len(infos)
 	attrs := []any{"tables", len(infos), "connections", len(workers), "method", res.Method, "position", res.Position.String()}
-	if res.Method == "global-read-lock" || res.Method == "lock-tables" {
+	if res.Blocked > 0 {
 		attrs = append(attrs, "writers_blocked", res.Blocked.Round(time.Microsecond).String())
 	}
 	cfg.Logger.Info("snapshot started", attrs...)
@@ -547,7 +548,7 @@ const workerSessionSQL = "SET SESSION net_write_timeout = 31536000"
 
 // errNoLock: a consistent snapshot of MySQL needs a lock the user may not
 // take.
-var errNoLock = errors.New("snapshot: a consistent snapshot of MySQL starts its connections under FLUSH TABLES WITH READ LOCK (the RELOAD privilege) or LOCK TABLES … READ of the tables read (the LOCK TABLES privilege), and the server allowed neither")
+var errNoLock = errors.New("snapshot: a consistent snapshot of MySQL starts its connections under LOCK TABLES … READ of the tables read (the LOCK TABLES privilege) or FLUSH TABLES WITH READ LOCK (the RELOAD privilege), and the server allowed neither")
 
 // startConsistent opens the reading connections, each in a transaction
 // that sees the database at one point, and returns the binlog position of
@@ -581,10 +582,10 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv s
 		}
 		return nil
 	}
+	if err := open(n); err != nil {
+		return fail(err)
+	}
 	if srv.flavor == position.MySQL {
-		if err := open(n); err != nil {
-			return fail(err)
-		}
 		var err error
 		res, err = startLocked(ctx, cfg, coord, srv, infos, workers)
 		if err != nil {
@@ -594,8 +595,10 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv s
 	}
 
 	locked := false
+	var blockStart time.Time
 	if n > 1 {
 		if _, err := coord.Execute("BACKUP STAGE START"); err == nil {
+			blockStart = time.Now()
 			if _, err := coord.Execute("BACKUP STAGE BLOCK_COMMIT"); err == nil {
 				locked = true
 			} else {
@@ -604,22 +607,20 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv s
 		}
 		if !locked {
 			cfg.Logger.Warn("snapshot: one connection only: starting several at one point needs BACKUP STAGE (the RELOAD privilege)", "parallel", n)
-			n = 1
+			for _, w := range workers[1:] {
+				w.Close()
+			}
+			workers = workers[:1]
 		}
 	}
 	unlock := func() {
 		if locked {
 			coord.Execute("BACKUP STAGE END")
 			locked = false
+			res.Blocked = time.Since(blockStart)
 		}
 	}
 	defer unlock()
-	// Under BACKUP STAGE BLOCK_COMMIT nothing commits, whatever the time
-	// the connections take to start; opening them first would hold a
-	// BACKUP STAGE START (which blocks nothing) for no gain.
-	if err := open(n); err != nil {
-		return fail(err)
-	}
 	if err := beginAll(workers); err != nil {
 		return fail(err)
 	}
@@ -639,6 +640,9 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv s
 		return fail(err)
 	}
 	unlock()
+	if res.Method == "backup-stage" {
+		cfg.Logger.Info("snapshot lock released", "method", res.Method, "writers_blocked", res.Blocked.Round(time.Microsecond).String(), "connections", len(workers))
+	}
 	return workers, res, nil
 }
 
@@ -661,63 +665,71 @@ func beginAll(workers []*client.Conn) error {
 	return errors.Join(errs...)
 }
 
-// startLocked starts the workers' transactions on MySQL at one point:
-// under FLUSH TABLES WITH READ LOCK, which waits for commits under way
-// and holds back every other, so that every transaction in the binlog
-// before the position read under it is committed and none after; or,
-// where that is not allowed, under LOCK TABLES … READ of the tables read,
-// which waits for the transactions writing them to end (commit included)
-// and holds back their writers, so that the same holds for every
-// transaction that touches them. Both wait at most cfg.LockTimeout.
+// startLocked starts the workers' transactions on MySQL at one point,
+// under a lock that holds the writers of the tables read back while they
+// start and the position is read:
 //
-// As mysqldump does, a plain FLUSH TABLES first closes the open tables
-// without holding writers back, so that the flush of FLUSH TABLES WITH
-// READ LOCK, which does, is short.
+//   - LOCK TABLES … READ of the tables read, where the user may: it waits
+//     for the transactions that wrote them to end (commit included, so
+//     they are in the binlog before the position, visible, and in
+//     gtid_executed) and holds their writers back, so that every
+//     transaction touching the tables is in the snapshot and before the
+//     position, or after both. It does not wait for queries that only
+//     read them.
+//   - Else FLUSH TABLES WITH READ LOCK (RELOAD), which holds every commit
+//     back. Its flush of the open tables makes every statement opening a
+//     table wait for the queries using it to end, even once the flush has
+//     given up, so it is taken only when no query has been running for a
+//     second or more (as far as SHOW PROCESSLIST shows: other users'
+//     sessions need the PROCESS privilege); and after a plain FLUSH
+//     TABLES, as mysqldump does, so that its own flush is short.
+//
+// Each waits at most cfg.LockTimeout.
 func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv server, infos []*TableInfo, workers []*client.Conn) (Result, error) {
 	var res Result
 	d := cfg.LockTimeout
 	lockErr := func(what string, err error, waited time.Duration) error {
 		switch serverCode(err) {
 		case errLockWaitTimeout, errQueryInterrupted:
-			return fmt.Errorf("snapshot: %s did not get its lock within %s (a long query or an open transaction holds one of the tables; see SHOW PROCESSLIST): gave up, having held writers back for %s; try again when the server is quieter, raise the snapshot lock timeout, or use the watermark method, which takes no lock: %w",
+			return fmt.Errorf("snapshot: %s did not get its lock within %s (an open transaction or a long query holds one of the tables; see SHOW PROCESSLIST) and gave up after %s, writers may have waited as long; try again when the server is quieter, raise the snapshot lock timeout, or use the watermark method, which takes no lock: %w",
 				what, d, waited.Round(time.Millisecond), err)
 		}
 		return fmt.Errorf("snapshot: %s: %w", what, err)
 	}
-	// FLUSH TABLES WITH READ LOCK.
-	// (A FLUSH TABLES waiting for a long query makes the statements that
-	// open the table after it wait too: the time writers were held back
-	// is counted from there.)
-	res.Method = "global-read-lock"
-	start := time.Now()
-	err := lockStatement(ctx, cfg.dial, coord, "FLUSH LOCAL TABLES", d)
-	if err == nil {
-		err = lockStatement(ctx, cfg.dial, coord, "FLUSH TABLES WITH READ LOCK", d)
-		if err != nil && !refused(err) {
-			return res, lockErr("FLUSH TABLES WITH READ LOCK", err, time.Since(start))
+	// LOCK TABLES … READ of the tables read.
+	var b strings.Builder
+	b.WriteString("LOCK TABLES ")
+	for i, info := range infos {
+		if i > 0 {
+			b.WriteString(", ")
 		}
-	} else if !refused(err) {
-		return res, lockErr("FLUSH LOCAL TABLES", err, time.Since(start))
+		b.WriteString(quoteName(info.Table.Schema, info.Table.Name))
+		b.WriteString(" READ")
+	}
+	res.Method = "lock-tables"
+	start := time.Now()
+	err := lockStatement(ctx, cfg.dial, coord, b.String(), d)
+	if err != nil && !refused(err) {
+		return res, lockErr("LOCK TABLES … READ", err, time.Since(start))
 	}
 	if err != nil {
-		// LOCK TABLES … READ of the tables read.
-		cfg.Logger.Info("snapshot: FLUSH TABLES WITH READ LOCK not allowed (it needs RELOAD, and managed services refuse it): locking the tables read instead", "error", err.Error())
-		res.Method = "lock-tables"
-		var b strings.Builder
-		b.WriteString("LOCK TABLES ")
-		for i, info := range infos {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(quoteName(info.Table.Schema, info.Table.Name))
-			b.WriteString(" READ")
+		// FLUSH TABLES WITH READ LOCK.
+		cfg.Logger.Info("snapshot: LOCK TABLES not allowed: taking FLUSH TABLES WITH READ LOCK instead", "error", err.Error())
+		noLockTables := err
+		res.Method = "global-read-lock"
+		if err := waitNoLongQuery(ctx, coord, d); err != nil {
+			return res, err
 		}
 		start = time.Now()
-		if err := lockStatement(ctx, cfg.dial, coord, b.String(), d); err != nil {
-			if refused(err) {
-				return res, fmt.Errorf("%w (%v); grant one of them, e.g. GRANT LOCK TABLES ON db.* TO the user, or use the watermark method", errNoLock, err)
-			}
-			return res, lockErr("LOCK TABLES … READ", err, time.Since(start))
+		err = lockStatement(ctx, cfg.dial, coord, "FLUSH LOCAL TABLES", d)
+		if err == nil {
+			err = lockStatement(ctx, cfg.dial, coord, "FLUSH TABLES WITH READ LOCK", d)
+		}
+		if refused(err) {
+			return res, fmt.Errorf("%w (%v; %v); grant one of them, e.g. GRANT LOCK TABLES ON db.* TO the user, or use the watermark method", errNoLock, noLockTables, err)
+		}
+		if err != nil {
+			return res, lockErr("FLUSH TABLES WITH READ LOCK", err, time.Since(start))
 		}
 	}
 	unlock := func() error {
@@ -738,6 +750,49 @@ func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv serve
 	}
 	cfg.Logger.Info("snapshot lock released", "method", res.Method, "writers_blocked", res.Blocked.Round(time.Microsecond).String(), "connections", len(workers))
 	return res, nil
+}
+
+// longQuery is how long a statement must have run to keep FLUSH TABLES
+// WITH READ LOCK from being taken (PROCESSLIST counts whole seconds).
+const longQuery = 1
+
+// waitNoLongQuery waits, for at most d, until SHOW PROCESSLIST shows no
+// statement (but this session's and replication's) that has run for
+// longQuery seconds or more; then it refuses, naming the query, rather
+// than have FLUSH TABLES hold every writer back until that query ends.
+func waitNoLongQuery(ctx context.Context, c *client.Conn, d time.Duration) error {
+	self := uint64(c.GetConnectionID())
+	deadline := time.Now().Add(d)
+	for {
+		rs, err := c.Execute("SHOW PROCESSLIST")
+		if err != nil {
+			return fmt.Errorf("snapshot: SHOW PROCESSLIST: %w", err)
+		}
+		var long string
+		for i := 0; i < rs.RowNumber() && long == ""; i++ {
+			id, _ := rs.GetUintByName(i, "Id")
+			secs, _ := rs.GetIntByName(i, "Time")
+			cmd, _ := rs.GetStringByName(i, "Command")
+			if id == self || cmd != "Query" || secs < longQuery {
+				continue
+			}
+			user, _ := rs.GetStringByName(i, "User")
+			db, _ := rs.GetStringByName(i, "db")
+			long = fmt.Sprintf("id %d of user %s in database %q, running for %ds", id, user, db, secs)
+		}
+		rs.Close()
+		if long == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("snapshot: a query has been running (%s), and FLUSH TABLES WITH READ LOCK would hold every writer back until it ends; gave up waiting for it after %s: let it finish or KILL it, grant LOCK TABLES on the tables (LOCK TABLES … READ does not wait for queries), raise the snapshot lock timeout, or use the watermark method, which takes no lock", long, d)
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // snapshotPosition reads MariaDB's binlog_snapshot_file/position: the

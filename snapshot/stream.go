@@ -67,9 +67,12 @@ type Stream struct {
 	// between whole transactions, whose GTIDs and positions say what they
 	// are.
 	midTxn bool
-	// markID names this Stream's watermark rows; marks counts them.
-	markID string
-	marks  int
+	// markID names this Stream's watermark rows; marks counts them;
+	// markHasID: the signal table has a character column id, which the
+	// rows fill with their name too.
+	markID    string
+	marks     int
+	markHasID bool
 	// sinceMark is set when a transaction has been handed out since the
 	// last high watermark row of this Stream's was seen (or none has
 	// been seen). While it is not set, everything handed out is in the
@@ -180,7 +183,7 @@ func (s *Stream) AddRange(ctx context.Context, rg *Range) error {
 		return fmt.Errorf("snapshot: %s.%s has no primary key and no unique NOT NULL key: it cannot be read while streaming (take a consistent snapshot instead)", rg.Schema, rg.Table)
 	}
 	if isTransactional(info.Engine) {
-		if err := checkWatermark(c, s.srv, s.cfg.SignalTable, s.cfg.Source.Tables); err != nil {
+		if s.markHasID, err = checkWatermark(c, s.srv, s.cfg.SignalTable, s.cfg.Source.Tables); err != nil {
 			return fmt.Errorf("reading %s.%s while streaming: %w", rg.Schema, rg.Table, err)
 		}
 	}
@@ -196,38 +199,43 @@ func (s *Stream) AddRange(ctx context.Context, rg *Range) error {
 // checkWatermark checks that the watermark method can read tables of srv
 // while streaming: on MySQL without GTIDs it needs a signal table that the
 // stream reads (filter), with columns type and data, and
-// binlog_order_commits ON.
-func checkWatermark(c *client.Conn, srv server, signal string, filter *binlog.Filter) error {
+// binlog_order_commits ON. It says whether the signal table has a
+// character column id (as Debezium's has), which the watermark rows then
+// fill too.
+func checkWatermark(c *client.Conn, srv server, signal string, filter *binlog.Filter) (idColumn bool, err error) {
 	if srv.flavor == position.MariaDB || srv.gtids {
-		return nil
+		return false, nil
 	}
 	if signal == "" {
-		return fmt.Errorf("%w: the watermark method (reading tables while streaming: snapshot method watermark, an interrupted snapshot resumed, incremental snapshots) needs, on a MySQL server without GTIDs (gtid_mode is not ON), a signal table to write its watermark rows to: give one with --signal-table db.table (config: source signal_table), a table with columns type and data on which the user has INSERT, UPDATE and DELETE; or turn GTIDs on (gtid_mode=ON)", binlog.ErrServerConfig)
+		return false, fmt.Errorf("%w: the watermark method (reading tables while streaming: snapshot method watermark, an interrupted snapshot resumed, incremental snapshots) needs, on a MySQL server without GTIDs (gtid_mode is not ON), a signal table to write its watermark rows to: give one with --signal-table db.table (config: source signal_table), a table with columns type and data on which the user has INSERT, UPDATE and DELETE; or turn GTIDs on (gtid_mode=ON)", binlog.ErrServerConfig)
 	}
 	db, table, ok := strings.Cut(signal, ".")
 	if !ok {
-		return fmt.Errorf("snapshot: signal table %q: want db.table", signal)
+		return false, fmt.Errorf("snapshot: signal table %q: want db.table", signal)
 	}
 	if filter != nil && !filter.Match(db, table) {
-		return fmt.Errorf("snapshot: the signal table %s is not among the tables the stream reads (%s): the watermark rows written to it would never be seen; add it", signal, filter)
+		return false, fmt.Errorf("snapshot: the signal table %s is not among the tables the stream reads (%s): the watermark rows written to it would never be seen; add it", signal, filter)
 	}
 	info, err := inspect(c, db, table)
 	if err != nil {
-		return fmt.Errorf("snapshot: the signal table: %w", err)
+		return false, fmt.Errorf("snapshot: the signal table: %w", err)
 	}
 	if info.Table.ColumnIndex("type") < 0 || info.Table.ColumnIndex("data") < 0 {
-		return fmt.Errorf("snapshot: the signal table %s needs columns type and data", signal)
+		return false, fmt.Errorf("snapshot: the signal table %s needs columns type and data", signal)
+	}
+	if i := info.Table.ColumnIndex("id"); i >= 0 && info.Table.Columns[i].Kind == binlog.KindString {
+		idColumn = true
 	}
 	rs, err := c.Execute("SELECT @@GLOBAL.binlog_order_commits")
 	if err != nil {
-		return fmt.Errorf("snapshot: reading binlog_order_commits: %w", err)
+		return false, fmt.Errorf("snapshot: reading binlog_order_commits: %w", err)
 	}
 	on, _ := rs.GetInt(0, 0)
 	rs.Close()
 	if on != 1 {
-		return fmt.Errorf("%w: binlog_order_commits is OFF: then a transaction can be committed in the binlog before an earlier one is visible, and watermark rows bound nothing; SET GLOBAL binlog_order_commits = ON, or turn GTIDs on (gtid_mode=ON)", binlog.ErrServerConfig)
+		return false, fmt.Errorf("%w: binlog_order_commits is OFF: then a transaction can be committed in the binlog before an earlier one is visible, and watermark rows bound nothing; SET GLOBAL binlog_order_commits = ON, or turn GTIDs on (gtid_mode=ON)", binlog.ErrServerConfig)
 	}
-	return nil
+	return idColumn, nil
 }
 
 // Remaining returns the ranges not read yet, the current chunk's included.
@@ -421,7 +429,7 @@ func (s *Stream) read(ctx context.Context, c *client.Conn, rg *Range, kind windo
 		// the last chunk's high watermark did if nothing came since.
 		if !s.sinceMark || knobs.noVisibleWait.Load() {
 			w.lowSeen = true
-		} else if err := s.writeMark(c, "INSERT INTO %s (`type`, `data`) VALUES ('watermark', ?)", w.lowMark); err != nil {
+		} else if err := s.insertMark(c, w.lowMark); err != nil {
 			return nil, err
 		}
 	}
@@ -471,12 +479,12 @@ func (s *Stream) read(ctx context.Context, c *client.Conn, rg *Range, kind windo
 			}
 		}
 	case byMark:
-		q := "UPDATE %s SET `data` = ? WHERE `type` = 'watermark' AND `data` = ?"
-		args := []any{w.highMark, w.lowMark}
 		if w.lowSeen { // no low watermark row written
-			q, args = "INSERT INTO %s (`type`, `data`) VALUES ('watermark', ?)", args[:1]
+			err = s.insertMark(c, w.highMark)
+		} else {
+			err = s.writeMark(c, "UPDATE %s SET `data` = ? WHERE `type` = 'watermark' AND `data` = ?", w.highMark, w.lowMark)
 		}
-		if err := s.writeMark(c, q, args...); err != nil {
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -523,6 +531,14 @@ func (s *Stream) writeMark(c *client.Conn, query string, args ...any) error {
 		return fmt.Errorf("snapshot: writing a watermark row to the signal table %s (the user needs INSERT, UPDATE and DELETE on it): %w", s.cfg.SignalTable, err)
 	}
 	return nil
+}
+
+// insertMark writes a new watermark row named mark.
+func (s *Stream) insertMark(c *client.Conn, mark string) error {
+	if s.markHasID {
+		return s.writeMark(c, "INSERT INTO %s (`id`, `type`, `data`) VALUES (?, 'watermark', ?)", mark, mark)
+	}
+	return s.writeMark(c, "INSERT INTO %s (`type`, `data`) VALUES ('watermark', ?)", mark)
 }
 
 // deleteMark takes a window's watermark row out of the signal table; a
