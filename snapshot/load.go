@@ -79,17 +79,20 @@ type Config struct {
 	// as its connections take to start (see LockTimeout).
 	Parallel int
 	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
-	// while its connections start their transactions (LOCK TABLES … READ
-	// of the tables read, or FLUSH TABLES WITH READ LOCK where that is
+	// while its connections start their transactions (FLUSH TABLES WITH
+	// READ LOCK, or LOCK TABLES … READ of the tables read where that is
 	// not allowed): the server's lock_wait_timeout and a client side
 	// timeout both give up after it, so that the lock, which holds writers
-	// back while it waits, never waits longer (default 10s). MariaDB's
-	// BACKUP STAGE waits as long as it must.
+	// back while it waits, never waits longer (default 10s); and it is how
+	// long a query running for a second or more is waited for before
+	// FLUSH TABLES WITH READ LOCK, whose flush would make writers wait for
+	// it. MariaDB's BACKUP STAGE waits as long as it must.
 	LockTimeout time.Duration
 	// SignalTable ("db.table") is where the watermark method writes its
 	// watermark rows on a MySQL server without GTIDs (gtid_mode not ON):
 	// columns type ('watermark') and data. Without GTIDs and without a
-	// signal table, the watermark method is refused.
+	// signal table, the watermark method is refused. The snapshot does
+	// not read the signal table itself.
 	SignalTable string
 	// ChunkRows is the number of rows per delivered chunk (default 16384).
 	// Each key range is read with one SELECT, cut into chunks as it
@@ -220,6 +223,9 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	infos := make([]*TableInfo, 0, len(tables))
 	var deferred []Deferred
 	for _, name := range tables {
+		if name == cfg.SignalTable {
+			continue // its rows are signals, not data
+		}
 		db, tbl, _ := strings.Cut(name, ".")
 		info, err := Inspect(ctx, coord, db, tbl)
 		if err != nil {
@@ -548,7 +554,7 @@ const workerSessionSQL = "SET SESSION net_write_timeout = 31536000"
 
 // errNoLock: a consistent snapshot of MySQL needs a lock the user may not
 // take.
-var errNoLock = errors.New("snapshot: a consistent snapshot of MySQL starts its connections under LOCK TABLES … READ of the tables read (the LOCK TABLES privilege) or FLUSH TABLES WITH READ LOCK (the RELOAD privilege), and the server allowed neither")
+var errNoLock = errors.New("snapshot: a consistent snapshot of MySQL starts its connections under FLUSH TABLES WITH READ LOCK (the RELOAD privilege) or LOCK TABLES … READ of the tables read (the LOCK TABLES privilege), and the server allowed neither")
 
 // startConsistent opens the reading connections, each in a transaction
 // that sees the database at one point, and returns the binlog position of
@@ -666,23 +672,26 @@ func beginAll(workers []*client.Conn) error {
 }
 
 // startLocked starts the workers' transactions on MySQL at one point,
-// under a lock that holds the writers of the tables read back while they
-// start and the position is read:
+// under a lock that holds writers back while they start and the position
+// is read:
 //
-//   - LOCK TABLES … READ of the tables read, where the user may: it waits
-//     for the transactions that wrote them to end (commit included, so
-//     they are in the binlog before the position, visible, and in
-//     gtid_executed) and holds their writers back, so that every
-//     transaction touching the tables is in the snapshot and before the
-//     position, or after both. It does not wait for queries that only
-//     read them.
-//   - Else FLUSH TABLES WITH READ LOCK (RELOAD), which holds every commit
-//     back. Its flush of the open tables makes every statement opening a
-//     table wait for the queries using it to end, even once the flush has
-//     given up, so it is taken only when no query has been running for a
-//     second or more (as far as SHOW PROCESSLIST shows: other users'
-//     sessions need the PROCESS privilege); and after a plain FLUSH
-//     TABLES, as mysqldump does, so that its own flush is short.
+//   - FLUSH TABLES WITH READ LOCK (RELOAD) where the user may take it: it
+//     waits for the commits under way and holds every other back, so that
+//     every transaction in the binlog before the position is committed
+//     (visible, in gtid_executed) and none after. Its flush of the open
+//     tables makes every statement that opens a table wait for the queries
+//     using it to end, even once the flush has given up: so it is taken
+//     only when SHOW PROCESSLIST shows no query running for a second or
+//     more (other users' sessions need the PROCESS privilege to be seen),
+//     and after a plain FLUSH TABLES, as mysqldump does, so that its own
+//     flush is short.
+//   - Else, or while a long query runs, LOCK TABLES … READ of the tables
+//     read (the LOCK TABLES privilege): it waits for the transactions that
+//     wrote them to end (commit included) and holds their writers back, so
+//     that the same holds for every transaction touching them; it does not
+//     wait for queries that only read them. A transaction writing two of
+//     the tables while the lock is taken can fail with a deadlock error
+//     (the server chooses it as the victim), which is why it comes second.
 //
 // Each waits at most cfg.LockTimeout.
 func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv server, infos []*TableInfo, workers []*client.Conn) (Result, error) {
@@ -696,40 +705,68 @@ func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv serve
 		}
 		return fmt.Errorf("snapshot: %s: %w", what, err)
 	}
-	// LOCK TABLES … READ of the tables read.
-	var b strings.Builder
-	b.WriteString("LOCK TABLES ")
-	for i, info := range infos {
-		if i > 0 {
-			b.WriteString(", ")
+	lockTables := func() error {
+		var b strings.Builder
+		b.WriteString("LOCK TABLES ")
+		for i, info := range infos {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quoteName(info.Table.Schema, info.Table.Name))
+			b.WriteString(" READ")
 		}
-		b.WriteString(quoteName(info.Table.Schema, info.Table.Name))
-		b.WriteString(" READ")
+		return lockStatement(ctx, cfg.dial, coord, b.String(), d)
 	}
-	res.Method = "lock-tables"
-	start := time.Now()
-	err := lockStatement(ctx, cfg.dial, coord, b.String(), d)
-	if err != nil && !refused(err) {
-		return res, lockErr("LOCK TABLES … READ", err, time.Since(start))
-	}
-	if err != nil {
-		// FLUSH TABLES WITH READ LOCK.
-		cfg.Logger.Info("snapshot: LOCK TABLES not allowed: taking FLUSH TABLES WITH READ LOCK instead", "error", err.Error())
-		noLockTables := err
-		res.Method = "global-read-lock"
-		if err := waitNoLongQuery(ctx, coord, d); err != nil {
-			return res, err
-		}
-		start = time.Now()
-		err = lockStatement(ctx, cfg.dial, coord, "FLUSH LOCAL TABLES", d)
+	ftwrl := func() error {
+		err := lockStatement(ctx, cfg.dial, coord, "FLUSH LOCAL TABLES", d)
 		if err == nil {
 			err = lockStatement(ctx, cfg.dial, coord, "FLUSH TABLES WITH READ LOCK", d)
 		}
+		return err
+	}
+	long, err := longRunning(coord)
+	if err != nil {
+		return res, err
+	}
+	var start time.Time
+	if long == "" {
+		// FLUSH TABLES WITH READ LOCK.
+		res.Method = "global-read-lock"
+		start = time.Now()
+		if err = ftwrl(); err != nil && !refused(err) {
+			return res, lockErr("FLUSH TABLES WITH READ LOCK", err, time.Since(start))
+		}
+	}
+	if long != "" || err != nil {
+		// LOCK TABLES … READ of the tables read.
+		why := err
+		if long != "" {
+			why = fmt.Errorf("a query has been running (%s) and the flush of FLUSH TABLES WITH READ LOCK would hold every writer back until it ends", long)
+		}
+		cfg.Logger.Info("snapshot: not taking FLUSH TABLES WITH READ LOCK: locking the tables read instead", "reason", why.Error())
+		res.Method = "lock-tables"
+		start = time.Now()
+		err := lockTables()
+		if refused(err) && long != "" {
+			// LOCK TABLES is not allowed: wait for the query to end,
+			// then FLUSH TABLES WITH READ LOCK.
+			if long, err = waitNoLongQuery(ctx, coord, d); err != nil {
+				return res, err
+			}
+			if long != "" {
+				return res, fmt.Errorf("snapshot: a query has been running (%s), and the flush of FLUSH TABLES WITH READ LOCK would hold every writer back until it ends; gave up waiting for it after %s. LOCK TABLES … READ, which does not wait for queries, is not allowed: let the query finish or KILL it, grant LOCK TABLES on the tables, raise the snapshot lock timeout, or use the watermark method, which takes no lock", long, d)
+			}
+			res.Method = "global-read-lock"
+			start = time.Now()
+			if err = ftwrl(); err != nil && !refused(err) {
+				return res, lockErr("FLUSH TABLES WITH READ LOCK", err, time.Since(start))
+			}
+		}
 		if refused(err) {
-			return res, fmt.Errorf("%w (%v; %v); grant one of them, e.g. GRANT LOCK TABLES ON db.* TO the user, or use the watermark method", errNoLock, noLockTables, err)
+			return res, fmt.Errorf("%w (%v; %v); grant one of them (managed services such as RDS refuse FLUSH TABLES WITH READ LOCK even with RELOAD: GRANT LOCK TABLES ON db.* TO the user), or use the watermark method", errNoLock, why, err)
 		}
 		if err != nil {
-			return res, lockErr("FLUSH TABLES WITH READ LOCK", err, time.Since(start))
+			return res, lockErr("LOCK TABLES … READ", err, time.Since(start))
 		}
 	}
 	unlock := func() error {
@@ -756,41 +793,43 @@ func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv serve
 // WITH READ LOCK from being taken (PROCESSLIST counts whole seconds).
 const longQuery = 1
 
-// waitNoLongQuery waits, for at most d, until SHOW PROCESSLIST shows no
-// statement (but this session's and replication's) that has run for
-// longQuery seconds or more; then it refuses, naming the query, rather
-// than have FLUSH TABLES hold every writer back until that query ends.
-func waitNoLongQuery(ctx context.Context, c *client.Conn, d time.Duration) error {
+// longRunning describes a statement (but this session's and
+// replication's) that SHOW PROCESSLIST shows running for longQuery
+// seconds or more, or returns "".
+func longRunning(c *client.Conn) (string, error) {
 	self := uint64(c.GetConnectionID())
+	rs, err := c.Execute("SHOW PROCESSLIST")
+	if err != nil {
+		return "", fmt.Errorf("snapshot: SHOW PROCESSLIST: %w", err)
+	}
+	defer rs.Close()
+	for i := 0; i < rs.RowNumber(); i++ {
+		id, _ := rs.GetUintByName(i, "Id")
+		secs, _ := rs.GetIntByName(i, "Time")
+		cmd, _ := rs.GetStringByName(i, "Command")
+		if id == self || cmd != "Query" || secs < longQuery {
+			continue
+		}
+		user, _ := rs.GetStringByName(i, "User")
+		db, _ := rs.GetStringByName(i, "db")
+		return fmt.Sprintf("id %d of user %s in database %q, for %ds", id, user, db, secs), nil
+	}
+	return "", nil
+}
+
+// waitNoLongQuery waits, for at most d, until longRunning finds nothing,
+// and returns what it last found.
+func waitNoLongQuery(ctx context.Context, c *client.Conn, d time.Duration) (string, error) {
 	deadline := time.Now().Add(d)
 	for {
-		rs, err := c.Execute("SHOW PROCESSLIST")
-		if err != nil {
-			return fmt.Errorf("snapshot: SHOW PROCESSLIST: %w", err)
-		}
-		var long string
-		for i := 0; i < rs.RowNumber() && long == ""; i++ {
-			id, _ := rs.GetUintByName(i, "Id")
-			secs, _ := rs.GetIntByName(i, "Time")
-			cmd, _ := rs.GetStringByName(i, "Command")
-			if id == self || cmd != "Query" || secs < longQuery {
-				continue
-			}
-			user, _ := rs.GetStringByName(i, "User")
-			db, _ := rs.GetStringByName(i, "db")
-			long = fmt.Sprintf("id %d of user %s in database %q, running for %ds", id, user, db, secs)
-		}
-		rs.Close()
-		if long == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("snapshot: a query has been running (%s), and FLUSH TABLES WITH READ LOCK would hold every writer back until it ends; gave up waiting for it after %s: let it finish or KILL it, grant LOCK TABLES on the tables (LOCK TABLES … READ does not wait for queries), raise the snapshot lock timeout, or use the watermark method, which takes no lock", long, d)
+		long, err := longRunning(c)
+		if err != nil || long == "" || time.Now().After(deadline) {
+			return long, err
 		}
 		select {
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
-			return ctx.Err()
+			return "", ctx.Err()
 		}
 	}
 }

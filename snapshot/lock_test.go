@@ -47,12 +47,14 @@ func timedWriter(t *testing.T, db *testenv.Server) (stop func() time.Duration) {
 
 // A consistent snapshot of MySQL whose lock cannot be had in time gives
 // up after the lock timeout, with an error saying what to do, and holds
-// writers back no longer: LOCK TABLES … READ behind an open transaction
-// that wrote the table; FLUSH TABLES WITH READ LOCK (a user without the
-// LOCK TABLES privilege) is not even asked for while a long query runs,
-// since its flush would make every writer wait for that query to end.
-// LOCK TABLES … READ does not wait for a query that only reads. Once the
-// blocker is gone, the snapshot succeeds.
+// writers back no longer: LOCK TABLES … READ (a user without RELOAD)
+// behind an open transaction that wrote the table; FLUSH TABLES WITH READ
+// LOCK is not even asked for while a long query runs, since its flush
+// would make every writer wait for that query to end: LOCK TABLES … READ,
+// which does not wait for reading queries, is taken instead, or the
+// snapshot gives up (a user without LOCK TABLES). FLUSH TABLES WITH READ
+// LOCK does not wait for an open transaction. Once the blocker is gone,
+// the snapshot succeeds.
 func TestConsistentLockTimeout(t *testing.T) {
 	needMySQL(t)
 	db := testenv.StartT(t, testenv.Options{Flavor: position.MySQL})
@@ -61,7 +63,18 @@ func TestConsistentLockTimeout(t *testing.T) {
 		"CREATE TABLE app.t (id INT PRIMARY KEY, n INT NOT NULL)",
 		"INSERT INTO app.t SELECT seq, 0 FROM seq_1_to_1000",
 		"CREATE USER 'reload'@'%' IDENTIFIED BY 'pw'",
-		"GRANT SELECT, RELOAD, PROCESS, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'reload'@'%'")
+		"GRANT SELECT, RELOAD, PROCESS, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'reload'@'%'",
+		"CREATE USER 'norel'@'%' IDENTIFIED BY 'pw'",
+		"GRANT SELECT, LOCK TABLES, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'norel'@'%'")
+	openTxn := func(t *testing.T) func() {
+		c := conn(t, db)
+		for _, q := range []string{"BEGIN", "UPDATE app.t SET n = n + 1 WHERE id = 2"} {
+			if _, err := c.Execute(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return func() { c.Execute("COMMIT") }
+	}
 	longQuery := func(t *testing.T) func() {
 		c := conn(t, db)
 		done := make(chan struct{})
@@ -78,15 +91,8 @@ func TestConsistentLockTimeout(t *testing.T) {
 		block  func(t *testing.T) (release func())
 		blocks bool
 	}{
-		{"lock-tables behind an open transaction", "root", "lock-tables", func(t *testing.T) func() {
-			c := conn(t, db)
-			for _, q := range []string{"BEGIN", "UPDATE app.t SET n = n + 1 WHERE id = 2"} {
-				if _, err := c.Execute(q); err != nil {
-					t.Fatal(err)
-				}
-			}
-			return func() { c.Execute("COMMIT") }
-		}, true},
+		{"lock-tables behind an open transaction", "norel", "lock-tables", openTxn, true},
+		{"global-read-lock beside an open transaction", "root", "global-read-lock", openTxn, false},
 		{"lock-tables beside a long query", "root", "lock-tables", longQuery, false},
 		{"global-read-lock behind a long query", "reload", "global-read-lock", longQuery, true},
 	} {
