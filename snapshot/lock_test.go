@@ -197,14 +197,12 @@ func TestWatermarkWithoutGTIDsNeedsSignalTable(t *testing.T) {
 				t.Errorf("signal table %q: error %v, want one saying %q", tc.signal, err, s)
 			}
 		}
-		if !errors.Is(err, binlog.ErrServerConfig) && tc.signal != "other.x" {
-			t.Errorf("error %v is not ErrServerConfig", err)
-		}
 		t.Log(err)
 	}
 	exec(t, db, "SET GLOBAL binlog_order_commits = ON")
 	res, err := snapshot.Run(ctx, snapshot.Config{Source: cfg, Tables: cfg.Tables, Method: "watermark", SignalTable: "app.sig"}, func(*binlog.Txn) error { return nil })
-	if err != nil || res.Method != "watermark" || len(res.Deferred) != 2 || res.Position.GTIDs != "" || res.Position.File == "" {
+	// The signal table's rows are not read: they are signals.
+	if err != nil || res.Method != "watermark" || len(res.Deferred) != 1 || res.Deferred[0].Table != "t" || res.Position.GTIDs != "" || res.Position.File == "" {
 		t.Fatalf("with a signal table: %+v %v", res, err)
 	}
 }

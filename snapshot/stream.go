@@ -207,7 +207,7 @@ func checkWatermark(c *client.Conn, srv server, signal string, filter *binlog.Fi
 		return false, nil
 	}
 	if signal == "" {
-		return false, fmt.Errorf("%w: the watermark method (reading tables while streaming: snapshot method watermark, an interrupted snapshot resumed, incremental snapshots) needs, on a MySQL server without GTIDs (gtid_mode is not ON), a signal table to write its watermark rows to: give one with --signal-table db.table (config: source signal_table), a table with columns type and data on which the user has INSERT, UPDATE and DELETE; or turn GTIDs on (gtid_mode=ON)", binlog.ErrServerConfig)
+		return false, errors.New("snapshot: the watermark method (reading tables while streaming: snapshot method watermark, an interrupted snapshot resumed, incremental snapshots) needs, on a MySQL server without GTIDs (gtid_mode is not ON), a signal table to write its watermark rows to: give one with --signal-table db.table (config: source signal_table), a table with columns type and data on which the user has INSERT, UPDATE and DELETE; or turn GTIDs on (gtid_mode=ON)")
 	}
 	db, table, ok := strings.Cut(signal, ".")
 	if !ok {
@@ -233,7 +233,7 @@ func checkWatermark(c *client.Conn, srv server, signal string, filter *binlog.Fi
 	on, _ := rs.GetInt(0, 0)
 	rs.Close()
 	if on != 1 {
-		return false, fmt.Errorf("%w: binlog_order_commits is OFF: then a transaction can be committed in the binlog before an earlier one is visible, and watermark rows bound nothing; SET GLOBAL binlog_order_commits = ON, or turn GTIDs on (gtid_mode=ON)", binlog.ErrServerConfig)
+		return false, errors.New("snapshot: binlog_order_commits is OFF on this MySQL server without GTIDs: then a transaction can be visible before one written to the binlog ahead of it, and the watermark rows in the signal table bound nothing; SET GLOBAL binlog_order_commits = ON (and in the server's configuration), or turn GTIDs on (gtid_mode=ON)")
 	}
 	return idColumn, nil
 }
