@@ -81,6 +81,9 @@ type Snapshot struct {
 	Parallel  int               `yaml:"parallel"`
 	ChunkRows int               `yaml:"chunk_rows"`
 	Where     map[string]string `yaml:"where"`
+	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
+	// while its connections start (default 10s).
+	LockTimeout time.Duration `yaml:"lock_timeout"`
 }
 
 // Sink is one destination; Type selects which of the typed blocks applies.
@@ -626,6 +629,9 @@ func (src *Source) validate(bad func(string, ...string) error, path ...string) e
 	case "", "consistent", "watermark":
 	default:
 		return bad(fmt.Sprintf("%q: want consistent or watermark", src.Snapshot.Method), at("snapshot", "method")...)
+	}
+	if src.Snapshot.LockTimeout < 0 {
+		return bad("must not be negative", at("snapshot", "lock_timeout")...)
 	}
 	if src.SignalTable != "" && !strings.Contains(src.SignalTable, ".") {
 		return bad(fmt.Sprintf("%q: want db.table", src.SignalTable), at("signal_table")...)

@@ -169,7 +169,9 @@ func New(cfg Config) (*Pipeline, error) {
 		if len(cfg.Sources) > 1 {
 			log = log.With("source", sc.Name)
 		}
-		p.srcs = append(p.srcs, &source{cfg: sc, pipeline: cfg.Name, log: log})
+		i := len(p.srcs)
+		status := func(fn func(*SourceStatus)) { p.setStatus(func(s *Status) { fn(&s.Sources[i]) }) }
+		p.srcs = append(p.srcs, &source{cfg: sc, pipeline: cfg.Name, log: log, status: status})
 	}
 	p.status.Sources = make([]SourceStatus, len(p.srcs))
 	for i, s := range p.srcs {
@@ -624,6 +626,9 @@ type SourceStatus struct {
 	// back by alignment fills it).
 	Queued   int
 	Snapshot []snapshot.TableProgress
+	// SnapshotBlocked is how long the source's last consistent snapshot
+	// held writers back with its lock (MySQL; zero when it took none).
+	SnapshotBlocked time.Duration
 }
 
 // Counters are totals since the process started.

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/sink/file"
 )
 
@@ -109,8 +110,11 @@ func (w *writer) txns(t *testing.T, count int) {
 	}
 }
 
-func setup(t *testing.T) (*env, *writer) {
-	db := testenv.StartT(t, testenv.Options{})
+func setup(t *testing.T) (*env, *writer) { return setupOn(t, testenv.Options{}) }
+
+// setupOn is setup on a server started with opts.
+func setupOn(t *testing.T, opts testenv.Options) (*env, *writer) {
+	db := testenv.StartT(t, opts)
 	if err := db.Exec(context.Background(), workload.Schema...); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +125,11 @@ func setup(t *testing.T) (*env, *writer) {
 // TestSnapshotThenStreamExactlyOnce: rows before the start come from the
 // snapshot, the rest from the binlog, each once, across a clean restart.
 func TestSnapshotThenStreamExactlyOnce(t *testing.T) {
-	e, w := setup(t)
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) { snapshotThenStreamExactlyOnce(t, flavor) })
+}
+
+func snapshotThenStreamExactlyOnce(t *testing.T, flavor position.Flavor) {
+	e, w := setupOn(t, testenv.Options{Flavor: flavor})
 	w.txns(t, 120)
 	stop := e.start(t)
 	w.txns(t, 80)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/position"
@@ -28,6 +29,9 @@ type SnapshotConfig struct {
 	ChunkRows int
 	// Where holds an optional filter per "db.table".
 	Where map[string]string
+	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
+	// while its connections start (default 10s; see snapshot.Config).
+	LockTimeout time.Duration
 	// Progress, when set, receives the tables' progress every few seconds.
 	Progress func([]snapshot.TableProgress)
 }
@@ -54,6 +58,8 @@ type source struct {
 	cfg      SourceConfig
 	pipeline string
 	log      *slog.Logger
+	// status updates the source's status (nil: none kept).
+	status func(func(*SourceStatus))
 	// mu guards the admin requests waiting for the stream loop, and the
 	// cancel of the stream's current Next, which a request interrupts.
 	mu         sync.Mutex
@@ -121,14 +127,16 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		if need {
 			sc := s.cfg.Snapshot
 			res, err := snapshot.Run(ctx, snapshot.Config{
-				Source:    cfg,
-				Tables:    cfg.Tables,
-				Where:     sc.Where,
-				Parallel:  sc.Parallel,
-				Method:    sc.Method,
-				ChunkRows: sc.ChunkRows,
-				Logger:    s.log,
-				Progress:  sc.Progress,
+				Source:      cfg,
+				Tables:      cfg.Tables,
+				Where:       sc.Where,
+				Parallel:    sc.Parallel,
+				Method:      sc.Method,
+				ChunkRows:   sc.ChunkRows,
+				LockTimeout: sc.LockTimeout,
+				SignalTable: s.cfg.SignalTable,
+				Logger:      s.log,
+				Progress:    sc.Progress,
 				Save: func(st snapshot.State) error {
 					return out.snapshotState(ctx, &st)
 				},
@@ -137,6 +145,9 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 				return err
 			}
 			s.log.Info("snapshot done; streaming continues from its position", "rows", res.Rows, "tables", res.Tables, "method", res.Method, "position", res.Position.String())
+			if s.status != nil {
+				s.status(func(st *SourceStatus) { st.SnapshotBlocked = res.Blocked })
+			}
 			if err := out.streamFrom(ctx, res.Position); err != nil {
 				return err
 			}
@@ -162,7 +173,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		}
 	}
 	out.streamStarted()
-	st := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: s.cfg.Snapshot.ChunkRows, Logger: s.log})
+	st := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: s.cfg.Snapshot.ChunkRows, Logger: s.log, SignalTable: s.cfg.SignalTable})
 	defer st.Close()
 	if resume != nil {
 		s.log.Info("resuming an interrupted snapshot while streaming", "ranges", len(resume.Ranges), "from", cfg.Start.String())
@@ -297,6 +308,9 @@ func Signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, 
 		typ, data := ch.Table.ColumnIndex("type"), ch.Table.ColumnIndex("data")
 		if typ < 0 || data < 0 {
 			return fmt.Errorf("signal table %s.%s needs columns type and data", db, table)
+		}
+		if string(ch.After[typ].Bytes()) == "watermark" {
+			continue // a watermark row of the snapshot's (see snapshot.StreamConfig)
 		}
 		if string(ch.After[typ].Bytes()) != "snapshot" {
 			log.Warn("ignoring a signal of unknown type", "type", string(ch.After[typ].Bytes()))

@@ -3,7 +3,6 @@ package snapshot_test
 import (
 	"context"
 	"io"
-	osexec "os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +12,7 @@ import (
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/bench"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
 
@@ -21,23 +21,40 @@ var longTableDDL = strings.Replace(bench.LongTableDDL, "CREATE TABLE long_table"
 
 const benchRows = 200000
 
-var benchSetup sync.Once
+var (
+	benchMu    sync.Mutex
+	benchSetup = map[position.Flavor]*sync.Once{}
+)
 
-func benchTable(b *testing.B) *testenv.Server {
-	db := server(b)
-	benchSetup.Do(func() {
-		exec(b, db, "CREATE DATABASE benchdb", "USE benchdb", "SET SESSION sql_mode = ''", longTableDDL,
+func benchTable(b *testing.B, flavor position.Flavor) *testenv.Server {
+	db := server(b, flavor)
+	benchMu.Lock()
+	once := benchSetup[flavor]
+	if once == nil {
+		once = &sync.Once{}
+		benchSetup[flavor] = once
+	}
+	benchMu.Unlock()
+	once.Do(func() {
+		exec(b, db, seqs(db, "CREATE DATABASE benchdb", "USE benchdb", "SET SESSION sql_mode = ''", longTableDDL,
 			"INSERT INTO benchdb.long_table (field5, field25) SELECT 'short_string', 'another_short_string' FROM seq_1_to_"+strconv.Itoa(benchRows),
-			"ANALYZE TABLE benchdb.long_table")
+			"ANALYZE TABLE benchdb.long_table")...)
 	})
 	return db
 }
 
 // BenchmarkScan reads the 200,000 rows of long_table (26 columns): whole
 // in one Scan, in chunks of 10,000 rows, and encoded as JSON rows; beside
-// mariadb-dump writing the same table to /dev/null.
+// mariadb-dump or mysqldump writing the same table to /dev/null; on each
+// server flavor.
 func BenchmarkScan(b *testing.B) {
-	db := benchTable(b)
+	for _, flavor := range testenv.Flavors() {
+		b.Run(string(flavor), func(b *testing.B) { benchmarkScan(b, flavor) })
+	}
+}
+
+func benchmarkScan(b *testing.B, flavor position.Flavor) {
+	db := benchTable(b, flavor)
 	ctx := context.Background()
 	c := conn(b, db)
 	info, err := snapshot.Inspect(ctx, c, "benchdb", "long_table")
@@ -108,14 +125,13 @@ func BenchmarkScan(b *testing.B) {
 		}
 		report(b, rows)
 	})
-	b.Run("mariadb-dump", func(b *testing.B) {
-		path, err := osexec.LookPath("mariadb-dump")
-		if err != nil {
-			b.Skip("no mariadb-dump")
-		}
+	b.Run("dump", func(b *testing.B) {
 		for b.Loop() {
-			cmd := osexec.Command(path, "--host=127.0.0.1", "--port="+strconv.Itoa(db.Port), "--user="+db.User,
+			cmd, err := db.Command(testenv.ToolDump, "--host=127.0.0.1", "--port="+strconv.Itoa(db.Port), "--user="+db.User,
 				"--password="+db.Password, "--single-transaction", "--quick", "--skip-lock-tables", "benchdb", "long_table")
+			if err != nil {
+				b.Skip(err)
+			}
 			var stderr strings.Builder
 			cmd.Stdout, cmd.Stderr = io.Discard, &stderr
 			if err := cmd.Run(); err != nil {

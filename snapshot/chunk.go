@@ -107,7 +107,7 @@ func chunkQuery(t *binlog.Table, selectList string, key []int, where string, aft
 }
 
 // columnRef names column k qualified by its table, so that ORDER BY does
-// not pick the select list's alias of an ENUM or SET (`e`+0 AS `e`),
+// not pick the select list's alias of an ENUM or SET (`e`|0 AS `e`),
 // which would sort by an expression instead of reading the index in order.
 func columnRef(t *binlog.Table, k int) string {
 	return quoteName(t.Schema, t.Name) + "." + quoteIdent(t.Columns[k].Name)

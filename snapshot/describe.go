@@ -106,6 +106,7 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 
 	t := &binlog.Table{Schema: db, Name: table}
 	info := &TableInfo{Table: t}
+	mariaDB := strings.Contains(strings.ToLower(c.GetServerVersion()), "mariadb")
 
 	rs, err := c.Execute(`SELECT TABLE_TYPE, IFNULL(TABLE_ROWS, 0), IFNULL(ENGINE, '')
 		FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, db, table)
@@ -147,7 +148,7 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 		col.Charset = cell(rs, i, 6)
 		col.Nullable = cell(rs, i, 8) == "YES"
 		col.Collation, _ = rs.GetUint(i, 9)
-		if err := setType(col, strings.ToLower(cell(rs, i, 1)), cell(rs, i, 2), int(prec), int(scale), int(dtPrec)); err != nil {
+		if err := setType(col, mariaDB, strings.ToLower(cell(rs, i, 1)), cell(rs, i, 2), int(prec), int(scale), int(dtPrec)); err != nil {
 			return nil, fmt.Errorf("%w: %s column %q: %v", ErrUnsupportedType, name, col.Name, err)
 		}
 	}
@@ -163,7 +164,9 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 
 // setType sets Type, Kind and the type's attributes of a column from its
 // information_schema description. col.Charset holds CHARACTER_SET_NAME.
-func setType(col *binlog.Column, dataType, colType string, prec, scale, dtPrec int) error {
+// mariaDB says which server's binlog metadata to match: MariaDB's gives
+// GEOMETRY (and VECTOR) the binary character set, MySQL's none.
+func setType(col *binlog.Column, mariaDB bool, dataType, colType string, prec, scale, dtPrec int) error {
 	col.Unsigned = strings.Contains(strings.ToLower(colType), "unsigned")
 	text := func(typ byte) {
 		col.Type = typ
@@ -232,16 +235,19 @@ func setType(col *binlog.Column, dataType, colType string, prec, scale, dtPrec i
 		col.Type, col.Kind, col.BitLen = mysql.MYSQL_TYPE_BIT, binlog.KindBit, prec
 		col.Unsigned = false
 	case "json": // MySQL's binary JSON (MariaDB's JSON is longtext)
-		// MySQL logs no character set for it (unverified: the tests run
-		// MariaDB only).
+		// MySQL logs no character set for it.
 		col.Type, col.Kind = mysql.MYSQL_TYPE_JSON, binlog.KindJSON
 	case "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
 		"multipolygon", "geometrycollection", "geomcollection":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_GEOMETRY, binlog.KindGeometry
-		col.Charset, col.Collation = "binary", collationBinary
+		if mariaDB {
+			col.Charset, col.Collation = "binary", collationBinary
+		}
 	case "vector":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_VECTOR, binlog.KindVector
-		col.Charset, col.Collation = "binary", collationBinary
+		if mariaDB {
+			col.Charset, col.Collation = "binary", collationBinary
+		}
 	default:
 		// MariaDB's INET4, INET6 and UUID (and plugin types) reach the
 		// binlog in an internal binary form that SELECT does not return.

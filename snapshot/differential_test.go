@@ -12,6 +12,8 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
 
@@ -99,144 +101,222 @@ var extraWrites = []string{
 	`INSERT INTO app.extra (id, e2, inv) VALUES (4, 'nonesuch', -1)`,
 }
 
-func TestDifferentialFull(t *testing.T) {
-	db := server(t)
-	ctx := context.Background()
-	exec(t, db, "CREATE DATABASE app",
-		"CREATE TABLE app.types ("+strings.Join(diffCols, ", ")+")",
-		"CREATE TABLE app.extra ("+strings.Join(extraCols, ", ")+")",
-		// No primary key: a unique key over NOT NULL columns stands in.
-		"CREATE TABLE app.uq (id INT NOT NULL, a INT NULL, b VARCHAR(10) NOT NULL, c INT NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY ub (b, c))",
-		// No usable key at all.
-		"CREATE TABLE app.nokey (id INT NOT NULL, a INT NULL, UNIQUE KEY ua (a))")
-	start := masterStatus(t, db)
-	writes := append([]string{"SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'"}, diffWrites...)
-	writes = append(writes, extraWrites...)
-	writes = append(writes,
-		"INSERT INTO app.uq VALUES (1, NULL, 'x', 1), (2, 2, 'x', 2), (3, NULL, 'y', 1)",
-		"INSERT INTO app.nokey VALUES (1, NULL), (2, NULL), (3, 3)")
-	exec(t, db, writes...)
-	stop := masterStatus(t, db)
+// MySQL's own: JSON documents of every kind of value (doubles, big
+// integers, escapes, opaque DECIMAL, DATETIME, DATE, TIME and binary
+// values), spatial columns with an SRID, VECTOR, an invisible column; and a
+// table with a generated invisible primary key.
+var mysqlCols = []string{
+	"id INT NOT NULL PRIMARY KEY",
+	"j JSON", "pt POINT SRID 4326", "g GEOMETRY SRID 0", "vec VECTOR(3)", "inv2 VARCHAR(10) INVISIBLE", "gen INT AS (id * 2) VIRTUAL",
+	"jd JSON",
+}
 
-	// The binlog side: every row's final image, as the JSON of each column.
-	cfg, err := binlog.ParseSourceURL(db.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Start, cfg.Stop = start, stop
-	cfg.MaxBackoff = 500 * time.Millisecond
-	r, err := binlog.NewReader(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	type image struct {
-		cols []string   // JSON of each column
-		row  binlog.Row // the values (the Txn is not released, so they stay valid)
-	}
-	fromBinlog := map[string]map[string]image{} // table -> id -> image
-	binlogTables := map[string]*binlog.Table{}
-	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		txn, err := r.Next(rctx)
-		cancel()
-		if errors.Is(err, io.EOF) {
-			break
+// knownGaps are the columns in which the binlog reader and the snapshot
+// are known to differ, and why, per flavor ("table.column"): the test
+// logs their differences instead of failing, and fails once a gap is no
+// longer seen (then take it out). Both are the binlog decoder's: the
+// snapshot reads what SELECT returns.
+var knownGaps = map[position.Flavor]map[string]string{
+	position.MySQL: {
+		"my.inv2": "the binlog decoder takes an INVISIBLE VARCHAR for binary (Kind, Charset, Collation); SELECT and information_schema say utf8mb4",
+		"my.jd":   "the binlog decoder prints the JSON double 1.5e-7 in exponent form, MySQL (SELECT) as 0.00000015",
+	},
+}
+
+var mysqlWrites = []string{
+	"SET NAMES utf8mb4",
+	`INSERT INTO app.my (id, j, pt, g, vec, inv2) VALUES
+	  (1, '{"a": 1e300, "b": 0.1, "c": -0.0, "e": 3.0, "f": 18446744073709551615, "g": -9223372036854775808, "h": 123456789012345678901234567890, "i": 5e-324, "k": 100}',
+	   ST_GeomFromText('POINT(45.5 -73.25)', 4326), ST_GeomFromText('POINT(1 2)'), STRING_TO_VECTOR('[1.5, -2, 3.25e10]'), 'hidden'),
+	  (2, '["\\n\\t\\u0001\\"\\\\/", "é😀", "", {}, [], null, true, false, {"": "empty key", "nested": {"deep": [[[1]]]}}]', NULL, NULL, NULL, NULL),
+	  (3, JSON_OBJECT('dec', CAST(1.50 AS DECIMAL(5,2)), 'dt', CAST('2020-01-02 03:04:05.5' AS DATETIME(6)), 'd', CAST('2020-01-02' AS DATE), 't', CAST('12:34:56' AS TIME), 'bin', CAST(x'cafe' AS BINARY)), NULL, NULL, STRING_TO_VECTOR('[0]'), ''),
+	  (4, CAST(CAST(1.5 AS DECIMAL(3,1)) AS JSON), NULL, NULL, NULL, NULL),
+	  (5, '"scalar"', NULL, NULL, NULL, NULL), (6, '12', NULL, NULL, NULL, NULL), (7, NULL, NULL, NULL, NULL, NULL), (8, '-1.25', NULL, NULL, NULL, NULL)`,
+	`UPDATE app.my SET j = JSON_SET(j, '$.k', 'changed', '$.new', JSON_ARRAY(1, 2.5)) WHERE id = 1`,
+	`UPDATE app.my SET jd = '[1.5e-7, 2.5e-5]' WHERE id = 2`,
+	"SET SESSION sql_generate_invisible_primary_key = ON",
+	"CREATE TABLE app.gipk (a INT, b VARCHAR(10))",
+	"SET SESSION sql_generate_invisible_primary_key = OFF",
+	"INSERT INTO app.gipk VALUES (1, 'one'), (2, 'two')",
+}
+
+func TestDifferentialFull(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		db := server(t, flavor)
+		ctx := context.Background()
+		exec(t, db, "CREATE DATABASE app",
+			"CREATE TABLE app.types ("+strings.Join(diffCols, ", ")+")",
+			"CREATE TABLE app.extra ("+strings.Join(extraCols, ", ")+")",
+			// No primary key: a unique key over NOT NULL columns stands in.
+			"CREATE TABLE app.uq (id INT NOT NULL, a INT NULL, b VARCHAR(10) NOT NULL, c INT NOT NULL, UNIQUE KEY ua (a), UNIQUE KEY ub (b, c))",
+			// No usable key at all.
+			"CREATE TABLE app.nokey (id INT NOT NULL, a INT NULL, UNIQUE KEY ua (a))")
+		start := masterStatus(t, db)
+		writes := append([]string{"SET SESSION sql_mode = ''", "SET SESSION time_zone = '+00:00'"}, diffWrites...)
+		writes = append(writes, extraWrites...)
+		writes = append(writes,
+			"INSERT INTO app.uq VALUES (1, NULL, 'x', 1), (2, 2, 'x', 2), (3, NULL, 'y', 1)",
+			"INSERT INTO app.nokey VALUES (1, NULL), (2, NULL), (3, 3)")
+		tables := []struct {
+			name, key string
+			cols      []int
+		}{{"types", "PRIMARY", []int{0}}, {"extra", "PRIMARY", []int{0}}, {"uq", "ub", []int{2, 3}}, {"nokey", "", nil}}
+		if flavor == position.MySQL {
+			exec(t, db, "CREATE TABLE app.my ("+strings.Join(mysqlCols, ", ")+")")
+			writes = append(writes, mysqlWrites...)
+			tables = append(tables, struct {
+				name, key string
+				cols      []int
+			}{"my", "PRIMARY", []int{0}}, struct {
+				name, key string
+				cols      []int
+			}{"gipk", "PRIMARY", []int{0}})
 		}
+		exec(t, db, writes...)
+		stop := masterStatus(t, db)
+
+		// The binlog side: every row's final image, as the JSON of each column.
+		cfg, err := binlog.ParseSourceURL(db.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ch := range txn.Changes {
-			if ch.Op == binlog.OpDDL {
-				continue
-			}
-			name := ch.Table.Name
-			tbl := *ch.Table
-			tbl.Columns = append([]binlog.Column(nil), ch.Table.Columns...)
-			binlogTables[name] = &tbl
-			if fromBinlog[name] == nil {
-				fromBinlog[name] = map[string]image{}
-			}
-			if ch.Before != nil {
-				delete(fromBinlog[name], string(codec.AppendValue(nil, &ch.Table.Columns[0], ch.Before[0])))
-			}
-			if ch.After != nil {
-				img := image{cols: make([]string, len(ch.After)), row: ch.After}
-				for i, v := range ch.After {
-					img.cols[i] = string(codec.AppendValue(nil, &ch.Table.Columns[i], v))
-				}
-				fromBinlog[name][img.cols[0]] = img
-			}
+		cfg.Start, cfg.Stop = start, stop
+		cfg.MaxBackoff = 500 * time.Millisecond
+		r, err := binlog.NewReader(cfg)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-
-	c := conn(t, db)
-	for _, tc := range []struct {
-		name, key string
-		cols      []int
-	}{{"types", "PRIMARY", []int{0}}, {"extra", "PRIMARY", []int{0}}, {"uq", "ub", []int{2, 3}}, {"nokey", "", nil}} {
-		name := tc.name
-		t.Run(name, func(t *testing.T) {
-			info, err := snapshot.Inspect(ctx, c, "app", name)
+		defer r.Close()
+		type image struct {
+			cols []string   // JSON of each column
+			row  binlog.Row // the values (the Txn is not released, so they stay valid)
+		}
+		fromBinlog := map[string]map[string]image{} // table -> id -> image
+		binlogTables := map[string]*binlog.Table{}
+		for {
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			txn, err := r.Next(rctx)
+			cancel()
+			if errors.Is(err, io.EOF) {
+				break
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			st := info.Table
-			bt := binlogTables[name]
-			if bt == nil {
-				t.Fatalf("no binlog events for app.%s", name)
+			for _, ch := range txn.Changes {
+				if ch.Op == binlog.OpDDL {
+					continue
+				}
+				name := ch.Table.Name
+				tbl := *ch.Table
+				tbl.Columns = append([]binlog.Column(nil), ch.Table.Columns...)
+				binlogTables[name] = &tbl
+				if fromBinlog[name] == nil {
+					fromBinlog[name] = map[string]image{}
+				}
+				if ch.Before != nil {
+					delete(fromBinlog[name], string(codec.AppendValue(nil, &ch.Table.Columns[0], ch.Before[0])))
+				}
+				if ch.After != nil {
+					img := image{cols: make([]string, len(ch.After)), row: ch.After}
+					for i, v := range ch.After {
+						img.cols[i] = string(codec.AppendValue(nil, &ch.Table.Columns[i], v))
+					}
+					fromBinlog[name][img.cols[0]] = img
+				}
 			}
-			compareColumns(t, st, bt)
-			if info.KeyName != tc.key || !reflect.DeepEqual(info.Key, tc.cols) {
-				t.Errorf("key %q %v, want %q %v", info.KeyName, info.Key, tc.key, tc.cols)
-			}
+		}
 
-			want := fromBinlog[name]
-			q, args := snapshot.ChunkQuery(st, info.Key, "", nil, nil, 0)
-			queries := []string{q}
-			if name == "types" {
-				// ENUM and SET selected plainly, as names, work too
-				// where the names are unambiguous.
-				queries = append(queries, "SELECT * FROM app.types")
-			}
-			for _, q := range queries {
-				seen := 0
-				var buf []byte
-				err = snapshot.Scan(ctx, c, st, q, args, func(row binlog.Row) error {
-					buf = codec.AppendValue(buf[:0], &st.Columns[0], row[0])
-					id := string(buf)
-					img, ok := want[id]
-					if !ok {
-						return fmt.Errorf("row id=%s is not in the binlog's final state", id)
-					}
-					seen++
-					for i := range row {
-						buf = codec.AppendValue(buf[:0], &st.Columns[i], row[i])
-						if string(buf) != img.cols[i] {
-							t.Errorf("id=%s column %s: snapshot %s, binlog %s (value %v)", id, st.Columns[i].Name, buf, img.cols[i], row[i])
-						}
-						if !row[i].Equal(img.row[i]) {
-							t.Errorf("id=%s column %s: snapshot value %s %v, binlog value %s %v", id, st.Columns[i].Name, row[i].Kind(), row[i], img.row[i].Kind(), img.row[i])
-						}
-					}
-					return nil
-				})
+		c := conn(t, db)
+		for _, tc := range tables {
+			name := tc.name
+			t.Run(name, func(t *testing.T) {
+				info, err := snapshot.Inspect(ctx, c, "app", name)
 				if err != nil {
-					t.Fatalf("%v\n%s", err, q)
+					t.Fatal(err)
 				}
-				t.Logf("app.%s: %d rows, %d columns identical (%.60s...)", name, seen, len(st.Columns), q)
-				if seen != len(want) {
-					t.Errorf("snapshot read %d rows, the binlog's final state has %d", seen, len(want))
+				st := info.Table
+				bt := binlogTables[name]
+				if bt == nil {
+					t.Fatalf("no binlog events for app.%s", name)
 				}
-				args = nil
-			}
-		})
-	}
+				gaps := map[string]string{}
+				for col, why := range knownGaps[flavor] {
+					if tbl, c, _ := strings.Cut(col, "."); tbl == name {
+						gaps[c] = why
+					}
+				}
+				differs := map[string]bool{}
+				report := func(col, format string, args ...any) {
+					t.Helper()
+					if why, ok := gaps[col]; ok {
+						differs[col] = true
+						t.Logf("known gap (%s): "+format, append([]any{why}, args...)...)
+						return
+					}
+					t.Errorf(format, args...)
+				}
+				defer func() {
+					for col, why := range gaps {
+						if !differs[col] {
+							t.Errorf("known gap %s.%s (%s) is no longer seen: take it out of knownGaps", name, col, why)
+						}
+					}
+				}()
+				compareColumns(t, st, bt, report)
+				if info.KeyName != tc.key || !reflect.DeepEqual(info.Key, tc.cols) {
+					t.Errorf("key %q %v, want %q %v", info.KeyName, info.Key, tc.key, tc.cols)
+				}
+
+				want := fromBinlog[name]
+				q, args := snapshot.ChunkQuery(st, info.Key, "", nil, nil, 0)
+				queries := []string{q}
+				if name == "types" {
+					// ENUM and SET selected plainly, as names, work too
+					// where the names are unambiguous.
+					queries = append(queries, "SELECT * FROM app.types")
+				}
+				for _, q := range queries {
+					seen := 0
+					var buf []byte
+					err = snapshot.Scan(ctx, c, st, q, args, func(row binlog.Row) error {
+						buf = codec.AppendValue(buf[:0], &st.Columns[0], row[0])
+						id := string(buf)
+						img, ok := want[id]
+						if !ok {
+							return fmt.Errorf("row id=%s is not in the binlog's final state", id)
+						}
+						seen++
+						for i := range row {
+							buf = codec.AppendValue(buf[:0], &st.Columns[i], row[i])
+							col := st.Columns[i].Name
+							if string(buf) != img.cols[i] {
+								report(col, "id=%s column %s: snapshot %s, binlog %s (value %v)", id, col, buf, img.cols[i], row[i])
+							}
+							if !row[i].Equal(img.row[i]) {
+								report(col, "id=%s column %s: snapshot value %s %v, binlog value %s %v", id, col, row[i].Kind(), row[i], img.row[i].Kind(), img.row[i])
+							}
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatalf("%v\n%s", err, q)
+					}
+					t.Logf("app.%s: %d rows, %d columns identical (%.60s...)", name, seen, len(st.Columns), q)
+					if seen != len(want) {
+						t.Errorf("snapshot read %d rows, the binlog's final state has %d", seen, len(want))
+					}
+					args = nil
+				}
+			})
+		}
+	})
 }
 
 // compareColumns checks that Describe's columns carry what the binlog
-// reader's do. BinlogType and Meta are the binlog's own.
-func compareColumns(t *testing.T, st, bt *binlog.Table) {
+// reader's do, reporting differences per column. BinlogType and Meta are
+// the binlog's own.
+func compareColumns(t *testing.T, st, bt *binlog.Table, report func(col, format string, args ...any)) {
 	t.Helper()
 	if len(st.Columns) != len(bt.Columns) {
 		t.Fatalf("Describe has %d columns, the binlog %d", len(st.Columns), len(bt.Columns))
@@ -255,7 +335,7 @@ func compareColumns(t *testing.T, st, bt *binlog.Table) {
 			{"Precision", s.Precision, b.Precision}, {"BitLen", s.BitLen, b.BitLen},
 		} {
 			if !reflect.DeepEqual(f.got, f.exp) {
-				t.Errorf("column %d %s: %s is %#v from Describe, %#v from the binlog", i+1, b.Name, f.name, f.got, f.exp)
+				report(b.Name, "column %d %s: %s is %#v from Describe, %#v from the binlog", i+1, b.Name, f.name, f.got, f.exp)
 			}
 		}
 	}
@@ -269,57 +349,59 @@ func compareColumns(t *testing.T, st, bt *binlog.Table) {
 // takes them from the TABLE_MAP event, where they are in the column's
 // character set; its output for them is logged, not checked here.)
 func TestLatin1MemberNames(t *testing.T) {
-	db := server(t)
-	ctx := context.Background()
-	exec(t, db, "CREATE DATABASE names",
-		"CREATE TABLE names.t (id INT PRIMARY KEY, e ENUM('x','ü') CHARACTER SET latin1, s SET('ä','b') CHARACTER SET latin1)")
-	start := masterStatus(t, db)
-	exec(t, db, "INSERT INTO names.t VALUES (1, 'ü', 'ä,b')")
-	stop := masterStatus(t, db)
-	c := conn(t, db)
-	info := inspect(t, c, "names", "t")
-	st := info.Table
-	if !reflect.DeepEqual(st.Columns[1].Enum, []string{"x", "ü"}) || !reflect.DeepEqual(st.Columns[2].Set, []string{"ä", "b"}) {
-		t.Fatalf("members %q %q", st.Columns[1].Enum, st.Columns[2].Set)
-	}
-	var got string
-	q, args := snapshot.ChunkQuery(st, info.Key, "", nil, nil, 0)
-	if err := snapshot.Scan(ctx, c, st, q, args, func(row binlog.Row) error {
-		got = string(codec.AppendRow(nil, st, row))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if want := `{"id":1,"e":"ü","s":["ä","b"]}`; got != want {
-		t.Errorf("snapshot row %s, want %s", got, want)
-	}
-
-	cfg, err := binlog.ParseSourceURL(db.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Start, cfg.Stop = start, stop
-	r, err := binlog.NewReader(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, time.Minute)
-		txn, err := r.Next(rctx)
-		cancel()
-		if errors.Is(err, io.EOF) {
-			break
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		db := server(t, flavor)
+		ctx := context.Background()
+		exec(t, db, "CREATE DATABASE names",
+			"CREATE TABLE names.t (id INT PRIMARY KEY, e ENUM('x','ü') CHARACTER SET latin1, s SET('ä','b') CHARACTER SET latin1)")
+		start := masterStatus(t, db)
+		exec(t, db, "INSERT INTO names.t VALUES (1, 'ü', 'ä,b')")
+		stop := masterStatus(t, db)
+		c := conn(t, db)
+		info := inspect(t, c, "names", "t")
+		st := info.Table
+		if !reflect.DeepEqual(st.Columns[1].Enum, []string{"x", "ü"}) || !reflect.DeepEqual(st.Columns[2].Set, []string{"ä", "b"}) {
+			t.Fatalf("members %q %q", st.Columns[1].Enum, st.Columns[2].Set)
 		}
+		var got string
+		q, args := snapshot.ChunkQuery(st, info.Key, "", nil, nil, 0)
+		if err := snapshot.Scan(ctx, c, st, q, args, func(row binlog.Row) error {
+			got = string(codec.AppendRow(nil, st, row))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"id":1,"e":"ü","s":["ä","b"]}`; got != want {
+			t.Errorf("snapshot row %s, want %s", got, want)
+		}
+
+		cfg, err := binlog.ParseSourceURL(db.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ch := range txn.Changes {
-			if ch.Op == binlog.OpInsert {
-				if b := string(codec.AppendRow(nil, ch.Table, ch.After)); b != got {
-					t.Errorf("latin1 member names: snapshot %s, binlog reader %s", got, b)
+		cfg.Start, cfg.Stop = start, stop
+		r, err := binlog.NewReader(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		for {
+			rctx, cancel := context.WithTimeout(ctx, time.Minute)
+			txn, err := r.Next(rctx)
+			cancel()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ch := range txn.Changes {
+				if ch.Op == binlog.OpInsert {
+					if b := string(codec.AppendRow(nil, ch.Table, ch.After)); b != got {
+						t.Errorf("latin1 member names: snapshot %s, binlog reader %s", got, b)
+					}
 				}
 			}
 		}
-	}
+	})
 }

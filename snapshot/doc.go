@@ -20,7 +20,13 @@
 //   - Run reads tables at one consistent point over several connections,
 //     each key range with one SELECT cut into chunks as it streams; Stream
 //     reads them chunk by chunk while the binlog streams (the watermark
-//     method).
+//     method). On MariaDB the point is a transaction's
+//     binlog_snapshot_position, several connections started under BACKUP
+//     STAGE BLOCK_COMMIT; on MySQL, which has no such position, the
+//     connections start under FLUSH TABLES WITH READ LOCK or LOCK TABLES …
+//     READ, held for milliseconds (Result.Blocked), and the Stream's
+//     watermarks are gtid_executed or, without GTIDs, rows written to a
+//     signal table (see Stream).
 //   - ChunkQuery, KeyArgs, CloneKey and SplitPoints read a table in key
 //     order by keyset pagination, in ranges that parallel readers can
 //     share and that resume after the last key read.

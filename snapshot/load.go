@@ -73,9 +73,27 @@ type Config struct {
 	// Where holds an optional SQL condition per table ("db.table").
 	Where map[string]string
 	// Parallel is the number of connections reading at once (default 2).
-	// More than one needs the RELOAD privilege (BACKUP STAGE) to start all
-	// of them at the same point; without it one connection reads.
+	// On MariaDB, more than one needs the RELOAD privilege (BACKUP STAGE)
+	// to start all of them at the same point; without it one connection
+	// reads. On MySQL every consistent snapshot takes a lock for as long
+	// as its connections take to start (see LockTimeout).
 	Parallel int
+	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
+	// while its connections start their transactions (FLUSH TABLES WITH
+	// READ LOCK, or LOCK TABLES … READ of the tables read where that is
+	// not allowed): the server's lock_wait_timeout and a client side
+	// timeout both give up after it, so that the lock, which holds writers
+	// back while it waits, never waits longer (default 10s); and it is how
+	// long a query running for a second or more is waited for before
+	// FLUSH TABLES WITH READ LOCK, whose flush would make writers wait for
+	// it. MariaDB's BACKUP STAGE waits as long as it must.
+	LockTimeout time.Duration
+	// SignalTable ("db.table") is where the watermark method writes its
+	// watermark rows on a MySQL server without GTIDs (gtid_mode not ON):
+	// columns type ('watermark') and data. Without GTIDs and without a
+	// signal table, the watermark method is refused. The snapshot does
+	// not read the signal table itself.
+	SignalTable string
 	// ChunkRows is the number of rows per delivered chunk (default 16384).
 	// Each key range is read with one SELECT, cut into chunks as it
 	// streams.
@@ -128,11 +146,18 @@ type Result struct {
 	Position position.Position
 	Rows     int64
 	Tables   int
-	// Method is how consistency was obtained: "backup-stage" (several
-	// connections started at one point under BACKUP STAGE BLOCK_COMMIT),
-	// "consistent-snapshot" (one connection) or "watermark" (nothing read
-	// here).
+	// Method is how consistency was obtained: on MariaDB "backup-stage"
+	// (several connections started at one point under BACKUP STAGE
+	// BLOCK_COMMIT) or "consistent-snapshot" (one connection, at its
+	// binlog_snapshot_position); on MySQL "global-read-lock" (the
+	// connections started under FLUSH TABLES WITH READ LOCK) or
+	// "lock-tables" (under LOCK TABLES … READ of the tables read);
+	// "watermark" when nothing was read here.
 	Method string
+	// Blocked is how long the snapshot's lock held writers back: from
+	// asking for it to releasing it (zero when none was taken). On
+	// MariaDB, BACKUP STAGE BLOCK_COMMIT holds commits (not writes) back.
+	Blocked time.Duration
 	// Deferred lists the tables ("db.table") left to a Stream started at
 	// Position (see Config.Method); the snapshot ends when the Stream has
 	// read them.
@@ -157,14 +182,25 @@ func (c *Config) defaults() {
 	if c.ProgressEvery <= 0 {
 		c.ProgressEvery = 5 * time.Second
 	}
+	if c.LockTimeout <= 0 {
+		c.LockTimeout = 10 * time.Second
+	}
 }
 
 func (c *Config) dial(ctx context.Context) (*client.Conn, error) { return binlog.Dial(ctx, c.Source) }
 
-// Run reads every selected table at one consistent point, without a
-// global read lock, and calls emit with chunks of rows (Op binlog.OpRead),
-// one goroutine at a time. The final chunk has SnapshotLast set. It returns
-// the binlog position to stream from.
+// Run reads every selected table at one consistent point and calls emit
+// with chunks of rows (Op binlog.OpRead), one goroutine at a time. The
+// final chunk has SnapshotLast set. It returns the binlog position to
+// stream from.
+//
+// On MariaDB the point needs no lock that holds writers back: BACKUP STAGE
+// BLOCK_COMMIT holds commits only while the connections start, or one
+// connection reads at its binlog_snapshot_position. MySQL has no such
+// position: its connections start their transactions under a lock held
+// for that moment only (see Config.LockTimeout and Result.Blocked); where
+// the user may take no lock at all, Run reads nothing itself and leaves
+// every table to the watermark method (Result.Deferred).
 func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result, error) {
 	cfg.defaults()
 	if cfg.Method != "" && cfg.Method != "consistent" && cfg.Method != "watermark" {
@@ -176,6 +212,10 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	}
 	defer coord.Close()
 
+	srv, err := probeServer(coord)
+	if err != nil {
+		return Result{}, err
+	}
 	tables, err := listTables(coord, cfg.Tables)
 	if err != nil {
 		return Result{}, err
@@ -183,6 +223,9 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	infos := make([]*TableInfo, 0, len(tables))
 	var deferred []Deferred
 	for _, name := range tables {
+		if name == cfg.SignalTable {
+			continue // its rows are signals, not data
+		}
 		db, tbl, _ := strings.Cut(name, ".")
 		info, err := Inspect(ctx, coord, db, tbl)
 		if err != nil {
@@ -197,19 +240,40 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 		}
 		infos = append(infos, info)
 	}
-	if cfg.Method == "watermark" {
-		pos, err := currentPosition(coord)
+	// Nothing to read at one point: the stream starts now, and reads
+	// what was deferred while it streams.
+	watermark := func() (Result, error) {
+		if len(deferred) > 0 {
+			if _, err := checkWatermark(coord, srv, cfg.SignalTable, cfg.Tables); err != nil {
+				return Result{}, err
+			}
+		}
+		pos, err := srv.position(coord)
 		if err != nil {
 			return Result{}, err
 		}
-		if pos.GTIDs, err = binlog.GTIDAt(coord, pos); err != nil {
-			return Result{}, err
-		}
-		pos.Flavor = position.MariaDB
 		return Result{Position: pos, Method: "watermark", Deferred: deferred, Tables: len(deferred)}, nil
 	}
+	if cfg.Method == "watermark" || len(infos) == 0 {
+		return watermark()
+	}
 
-	conns, res, err := startConsistent(ctx, &cfg, coord)
+	conns, res, err := startConsistent(ctx, &cfg, coord, srv, infos)
+	if errors.Is(err, errNoLock) {
+		// MySQL, and the user may take no lock: every table is read
+		// while streaming, which needs no lock (and needs keys).
+		for _, info := range infos {
+			if len(info.Key) == 0 {
+				return Result{}, fmt.Errorf("%w; and %s has no primary or unique NOT NULL key, so it cannot be read while streaming instead", err, info.Table.QualifiedName())
+			}
+		}
+		cfg.Logger.Warn("snapshot: no lock allowed for a consistent snapshot: reading every table while streaming (the watermark method) instead", "reason", err.Error())
+		for _, info := range infos {
+			t := info.Table
+			deferred = append(deferred, Deferred{Schema: t.Schema, Table: t.Name, Where: cfg.Where[t.QualifiedName()]})
+		}
+		return watermark()
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -232,7 +296,11 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 		}
 	}()
 	res.Tables = len(infos)
-	cfg.Logger.Info("snapshot started", "tables", len(infos), "connections", len(workers), "method", res.Method, "position", res.Position.String())
+	attrs := []any{"tables", len(infos), "connections", len(workers), "method", res.Method, "position", res.Position.String()}
+	if res.Blocked > 0 {
+		attrs = append(attrs, "writers_blocked", res.Blocked.Round(time.Microsecond).String())
+	}
+	cfg.Logger.Info("snapshot started", attrs...)
 
 	// Work: one item per key range of every table.
 	type item struct {
@@ -484,15 +552,59 @@ func (a *rowArena) clone(row binlog.Row) binlog.Row {
 // away still ends the query: its socket is closed.
 const workerSessionSQL = "SET SESSION net_write_timeout = 31536000"
 
+// errNoLock: a consistent snapshot of MySQL needs a lock the user may not
+// take.
+var errNoLock = errors.New("snapshot: a consistent snapshot of MySQL starts its connections under FLUSH TABLES WITH READ LOCK (the RELOAD privilege) or LOCK TABLES … READ of the tables read (the LOCK TABLES privilege), and the server allowed neither")
+
 // startConsistent opens the reading connections, each in a transaction
 // that sees the database at one point, and returns the binlog position of
 // that point.
-func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn) ([]*client.Conn, Result, error) {
+//
+// The connections are opened and their sessions set first; only then is
+// the point taken, so that a lock it needs is held for as long as the
+// transactions take to start and the position to be read, no longer.
+func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv server, infos []*TableInfo) ([]*client.Conn, Result, error) {
 	var res Result
 	n := cfg.Parallel
+	var workers []*client.Conn
+	fail := func(err error) ([]*client.Conn, Result, error) {
+		for _, w := range workers {
+			w.Close()
+		}
+		return nil, res, err
+	}
+	open := func(n int) error {
+		for len(workers) < n {
+			w, err := cfg.dial(ctx)
+			if err != nil {
+				return err
+			}
+			workers = append(workers, w)
+			for _, q := range []string{SessionSQL, workerSessionSQL, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ"} {
+				if _, err := w.Execute(q); err != nil {
+					return fmt.Errorf("snapshot: %s: %w", q, err)
+				}
+			}
+		}
+		return nil
+	}
+	if err := open(n); err != nil {
+		return fail(err)
+	}
+	if srv.flavor == position.MySQL {
+		var err error
+		res, err = startLocked(ctx, cfg, coord, srv, infos, workers)
+		if err != nil {
+			return fail(err)
+		}
+		return workers, res, nil
+	}
+
 	locked := false
+	var blockStart time.Time
 	if n > 1 {
 		if _, err := coord.Execute("BACKUP STAGE START"); err == nil {
+			blockStart = time.Now()
 			if _, err := coord.Execute("BACKUP STAGE BLOCK_COMMIT"); err == nil {
 				locked = true
 			} else {
@@ -501,52 +613,225 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn) ([]*c
 		}
 		if !locked {
 			cfg.Logger.Warn("snapshot: one connection only: starting several at one point needs BACKUP STAGE (the RELOAD privilege)", "parallel", n)
-			n = 1
+			for _, w := range workers[1:] {
+				w.Close()
+			}
+			workers = workers[:1]
 		}
 	}
 	unlock := func() {
 		if locked {
 			coord.Execute("BACKUP STAGE END")
 			locked = false
+			res.Blocked = time.Since(blockStart)
 		}
 	}
 	defer unlock()
-	var workers []*client.Conn
-	fail := func(err error) ([]*client.Conn, Result, error) {
-		for _, w := range workers {
-			w.Close()
-		}
-		return nil, res, err
-	}
-	for i := 0; i < n; i++ {
-		w, err := cfg.dial(ctx)
-		if err != nil {
-			return fail(err)
-		}
-		workers = append(workers, w)
-		for _, q := range []string{SessionSQL, workerSessionSQL, "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ", "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"} {
-			if _, err := w.Execute(q); err != nil {
-				return fail(fmt.Errorf("snapshot: %s: %w", q, err))
-			}
-		}
+	if err := beginAll(workers); err != nil {
+		return fail(err)
 	}
 	var err error
 	if locked {
 		res.Method = "backup-stage"
-		res.Position, err = currentPosition(coord)
+		res.Position, err = srv.position(coord)
 	} else {
 		res.Method = "consistent-snapshot"
 		res.Position, err = snapshotPosition(workers[0])
+		if err == nil {
+			res.Position.Flavor = position.MariaDB
+			res.Position.GTIDs, err = binlog.GTIDAt(coord, res.Position)
+		}
 	}
 	if err != nil {
 		return fail(err)
 	}
 	unlock()
-	if res.Position.GTIDs, err = binlog.GTIDAt(coord, res.Position); err != nil {
-		return fail(err)
+	if res.Method == "backup-stage" {
+		cfg.Logger.Info("snapshot lock released", "method", res.Method, "writers_blocked", res.Blocked.Round(time.Microsecond).String(), "connections", len(workers))
 	}
-	res.Position.Flavor = position.MariaDB
 	return workers, res, nil
+}
+
+// beginAll starts the consistent-snapshot transaction of every worker, all
+// at once.
+func beginAll(workers []*client.Conn) error {
+	const q = "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := w.Execute(q); err != nil {
+				errs[i] = fmt.Errorf("snapshot: %s: %w", q, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startLocked starts the workers' transactions on MySQL at one point,
+// under a lock that holds writers back while they start and the position
+// is read:
+//
+//   - FLUSH TABLES WITH READ LOCK (RELOAD) where the user may take it: it
+//     waits for the commits under way and holds every other back, so that
+//     every transaction in the binlog before the position is committed
+//     (visible, in gtid_executed) and none after. Its flush of the open
+//     tables makes every statement that opens a table wait for the queries
+//     using it to end, even once the flush has given up: so it is taken
+//     only when SHOW PROCESSLIST shows no query running for a second or
+//     more (other users' sessions need the PROCESS privilege to be seen),
+//     and after a plain FLUSH TABLES, as mysqldump does, so that its own
+//     flush is short.
+//   - Else, or while a long query runs, LOCK TABLES … READ of the tables
+//     read (the LOCK TABLES privilege): it waits for the transactions that
+//     wrote them to end (commit included) and holds their writers back, so
+//     that the same holds for every transaction touching them; it does not
+//     wait for queries that only read them. A transaction writing two of
+//     the tables while the lock is taken can fail with a deadlock error
+//     (the server chooses it as the victim), which is why it comes second.
+//
+// Each waits at most cfg.LockTimeout.
+func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv server, infos []*TableInfo, workers []*client.Conn) (Result, error) {
+	var res Result
+	d := cfg.LockTimeout
+	lockErr := func(what string, err error, waited time.Duration) error {
+		switch serverCode(err) {
+		case errLockWaitTimeout, errQueryInterrupted:
+			return fmt.Errorf("snapshot: %s did not get its lock within %s (an open transaction or a long query holds one of the tables; see SHOW PROCESSLIST) and gave up after %s, writers may have waited as long; try again when the server is quieter, raise the snapshot lock timeout, or use the watermark method, which takes no lock: %w",
+				what, d, waited.Round(time.Millisecond), err)
+		}
+		return fmt.Errorf("snapshot: %s: %w", what, err)
+	}
+	lockTables := func() error {
+		var b strings.Builder
+		b.WriteString("LOCK TABLES ")
+		for i, info := range infos {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(quoteName(info.Table.Schema, info.Table.Name))
+			b.WriteString(" READ")
+		}
+		return lockStatement(ctx, cfg.dial, coord, b.String(), d)
+	}
+	ftwrl := func() error {
+		err := lockStatement(ctx, cfg.dial, coord, "FLUSH LOCAL TABLES", d)
+		if err == nil {
+			err = lockStatement(ctx, cfg.dial, coord, "FLUSH TABLES WITH READ LOCK", d)
+		}
+		return err
+	}
+	long, err := longRunning(coord)
+	if err != nil {
+		return res, err
+	}
+	var start time.Time
+	if long == "" {
+		// FLUSH TABLES WITH READ LOCK.
+		res.Method = "global-read-lock"
+		start = time.Now()
+		if err = ftwrl(); err != nil && !refused(err) {
+			return res, lockErr("FLUSH TABLES WITH READ LOCK", err, time.Since(start))
+		}
+	}
+	if long != "" || err != nil {
+		// LOCK TABLES … READ of the tables read.
+		why := err
+		if long != "" {
+			why = fmt.Errorf("a query has been running (%s) and the flush of FLUSH TABLES WITH READ LOCK would hold every writer back until it ends", long)
+		}
+		cfg.Logger.Info("snapshot: not taking FLUSH TABLES WITH READ LOCK: locking the tables read instead", "reason", why.Error())
+		res.Method = "lock-tables"
+		start = time.Now()
+		err := lockTables()
+		if refused(err) && long != "" {
+			// LOCK TABLES is not allowed: wait for the query to end,
+			// then FLUSH TABLES WITH READ LOCK.
+			if long, err = waitNoLongQuery(ctx, coord, d); err != nil {
+				return res, err
+			}
+			if long != "" {
+				return res, fmt.Errorf("snapshot: a query has been running (%s), and the flush of FLUSH TABLES WITH READ LOCK would hold every writer back until it ends; gave up waiting for it after %s. LOCK TABLES … READ, which does not wait for queries, is not allowed: let the query finish or KILL it, grant LOCK TABLES on the tables, raise the snapshot lock timeout, or use the watermark method, which takes no lock", long, d)
+			}
+			res.Method = "global-read-lock"
+			start = time.Now()
+			if err = ftwrl(); err != nil && !refused(err) {
+				return res, lockErr("FLUSH TABLES WITH READ LOCK", err, time.Since(start))
+			}
+		}
+		if refused(err) {
+			return res, fmt.Errorf("%w (%v; %v); grant one of them (managed services such as RDS refuse FLUSH TABLES WITH READ LOCK even with RELOAD: GRANT LOCK TABLES ON db.* TO the user), or use the watermark method", errNoLock, why, err)
+		}
+		if err != nil {
+			return res, lockErr("LOCK TABLES … READ", err, time.Since(start))
+		}
+	}
+	unlock := func() error {
+		_, err := coord.Execute("UNLOCK TABLES")
+		res.Blocked = time.Since(start)
+		return err
+	}
+	if err := beginAll(workers); err != nil {
+		unlock()
+		return res, err
+	}
+	if res.Position, err = srv.position(coord); err != nil {
+		unlock()
+		return res, err
+	}
+	if err := unlock(); err != nil {
+		return res, fmt.Errorf("snapshot: UNLOCK TABLES: %w", err)
+	}
+	cfg.Logger.Info("snapshot lock released", "method", res.Method, "writers_blocked", res.Blocked.Round(time.Microsecond).String(), "connections", len(workers))
+	return res, nil
+}
+
+// longQuery is how long a statement must have run to keep FLUSH TABLES
+// WITH READ LOCK from being taken (PROCESSLIST counts whole seconds).
+const longQuery = 1
+
+// longRunning describes a statement (but this session's and
+// replication's) that SHOW PROCESSLIST shows running for longQuery
+// seconds or more, or returns "".
+func longRunning(c *client.Conn) (string, error) {
+	self := uint64(c.GetConnectionID())
+	rs, err := c.Execute("SHOW PROCESSLIST")
+	if err != nil {
+		return "", fmt.Errorf("snapshot: SHOW PROCESSLIST: %w", err)
+	}
+	defer rs.Close()
+	for i := 0; i < rs.RowNumber(); i++ {
+		id, _ := rs.GetUintByName(i, "Id")
+		secs, _ := rs.GetIntByName(i, "Time")
+		cmd, _ := rs.GetStringByName(i, "Command")
+		if id == self || cmd != "Query" || secs < longQuery {
+			continue
+		}
+		user, _ := rs.GetStringByName(i, "User")
+		db, _ := rs.GetStringByName(i, "db")
+		return fmt.Sprintf("id %d of user %s in database %q, for %ds", id, user, db, secs), nil
+	}
+	return "", nil
+}
+
+// waitNoLongQuery waits, for at most d, until longRunning finds nothing,
+// and returns what it last found.
+func waitNoLongQuery(ctx context.Context, c *client.Conn, d time.Duration) (string, error) {
+	deadline := time.Now().Add(d)
+	for {
+		long, err := longRunning(c)
+		if err != nil || long == "" || time.Now().After(deadline) {
+			return long, err
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 }
 
 // snapshotPosition reads MariaDB's binlog_snapshot_file/position: the
@@ -574,14 +859,6 @@ func snapshotPosition(c *client.Conn) (position.Position, error) {
 		return p, errors.New("snapshot: the server has no binlog_snapshot_file status (MariaDB only; is binary logging on?)")
 	}
 	return p, nil
-}
-
-func currentPosition(c *client.Conn) (position.Position, error) {
-	p, err := binlog.BinlogPosition(c)
-	if err != nil {
-		return p, fmt.Errorf("snapshot: %w", err)
-	}
-	return position.Position{File: p.File, Offset: p.Offset}, nil
 }
 
 // listTables returns the selected base tables as "db.table".

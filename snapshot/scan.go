@@ -26,11 +26,13 @@ import (
 const SessionSQL = "SET NAMES utf8mb4, character_set_results = NULL, time_zone = '+00:00'"
 
 // SelectList returns the select list Scan expects for t: every column in
-// table order, ENUM and SET columns as their numbers (`e`+0 AS `e`). The
+// table order, ENUM and SET columns as their numbers (`e`|0 AS `e`). The
 // numbers are what the binlog carries; names would be ambiguous for an
 // ENUM having the empty string as a member (the index 0 error value reads
 // as the empty string too), and are in the column's character set, not
-// necessarily UTF-8 as information_schema lists them.
+// necessarily UTF-8 as information_schema lists them. (A bitwise OR makes
+// an unsigned BIGINT of the column's integer value on both servers; `e`+0
+// is a DOUBLE on MySQL, inexact for SET masks above 2^53.)
 func SelectList(t *binlog.Table) string {
 	var b strings.Builder
 	for i := range t.Columns {
@@ -41,7 +43,7 @@ func SelectList(t *binlog.Table) string {
 		q := quoteIdent(col.Name)
 		b.WriteString(q)
 		if col.Kind == binlog.KindEnum || col.Kind == binlog.KindSet {
-			b.WriteString("+0 AS ")
+			b.WriteString("|0 AS ")
 			b.WriteString(q)
 		}
 	}
@@ -170,6 +172,7 @@ const (
 	opTime                    // binary-protocol TIME bytes
 	opEnumName                // ENUM member name
 	opSetName                 // SET member names
+	opJSON                    // MySQL's JSON text, spaces between tokens taken out
 )
 
 // session runs SessionSQL.
@@ -268,7 +271,12 @@ func chooseConv(col *binlog.Column, f column) (conv, bool) {
 		return conv{op: opTime, kind: k}, ft == mysql.MYSQL_TYPE_TIME || ft == mysql.MYSQL_TYPE_TIME2
 	case binlog.KindYear:
 		return conv{op: opNum, kind: k}, ft == mysql.MYSQL_TYPE_YEAR || isIntField(ft)
-	case binlog.KindString, binlog.KindBytes, binlog.KindJSON, binlog.KindVector:
+	case binlog.KindJSON:
+		if ft == mysql.MYSQL_TYPE_JSON {
+			return conv{op: opJSON, kind: k}, true
+		}
+		return conv{op: opBytes, kind: k}, isStringField(ft)
+	case binlog.KindString, binlog.KindBytes, binlog.KindVector:
 		return conv{op: opBytes, kind: k}, isStringField(ft)
 	case binlog.KindGeometry:
 		return conv{op: opBytes, kind: k}, ft == mysql.MYSQL_TYPE_GEOMETRY || isStringField(ft)
@@ -412,6 +420,8 @@ func (s *scanner) decode(p []byte, row binlog.Row) error {
 			row[i] = binlog.FloatValue(binlog.KindDouble, math.Float64frombits(u))
 		case opBytes:
 			row[i] = binlog.BytesValue(cv.kind, nonNil(b))
+		case opJSON:
+			row[i] = binlog.BytesValue(cv.kind, nonNil(compactJSON(b)))
 		default:
 			v, err := s.convertOther(i, cv, b)
 			if err != nil {
@@ -421,6 +431,36 @@ func (s *scanner) decode(p []byte, row binlog.Row) error {
 		}
 	}
 	return nil
+}
+
+// compactJSON takes out, in place, the spaces MySQL's JSON text has
+// between tokens (after each ':' and ','): the binlog decoder writes a
+// binary JSON document as the same text without them.
+func compactJSON(b []byte) []byte {
+	out := b[:0]
+	inString, escaped := false, false
+	for _, c := range b {
+		if inString {
+			out = append(out, c)
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\n', '\t', '\r':
+			continue
+		case '"':
+			inString = true
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 func (s *scanner) badRow(i int) error {
@@ -488,7 +528,7 @@ func (s *scanner) convertOther(i int, cv conv, b []byte) (binlog.Value, error) {
 		if len(b) == 0 {
 			return binlog.NumValue(binlog.KindEnum, 0), nil // the '' error value
 		}
-		return binlog.Value{}, fmt.Errorf("snapshot: %s column %q: %q is not a member of the ENUM as information_schema lists it; select the column as %s+0 (see SelectList)",
+		return binlog.Value{}, fmt.Errorf("snapshot: %s column %q: %q is not a member of the ENUM as information_schema lists it; select the column as %s|0 (see SelectList)",
 			s.t.QualifiedName(), col.Name, b, quoteIdent(col.Name))
 	case opSetName:
 		var mask uint64
@@ -501,7 +541,7 @@ func (s *scanner) convertOther(i int, cv conv, b []byte) (binlog.Value, error) {
 			}
 			idx, ok := memberIndex(col.Set, name)
 			if !ok || idx > 64 {
-				return binlog.Value{}, fmt.Errorf("snapshot: %s column %q: %q is not a member of the SET as information_schema lists it; select the column as %s+0 (see SelectList)",
+				return binlog.Value{}, fmt.Errorf("snapshot: %s column %q: %q is not a member of the SET as information_schema lists it; select the column as %s|0 (see SelectList)",
 					s.t.QualifiedName(), col.Name, name, quoteIdent(col.Name))
 			}
 			mask |= 1 << (idx - 1)

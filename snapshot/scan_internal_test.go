@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/sluice-cdc/sluice/binlog"
@@ -52,4 +54,39 @@ func TestKeyArgText(t *testing.T) {
 			t.Errorf("%v: %q, want %q", tc.v, got, tc.want)
 		}
 	}
+}
+
+func TestCompactJSON(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"a": [1, 2.5, "x y", null], "b": {"c": "\"q\": ,"}}`: `{"a":[1,2.5,"x y",null],"b":{"c":"\"q\": ,"}}`,
+		`["\\", " ", "\\\" ,"]`:                                `["\\"," ","\\\" ,"]`,
+		`"just a string"`:                                      `"just a string"`,
+		`12`:                                                   `12`,
+		``:                                                     ``,
+	} {
+		if got := string(compactJSON([]byte(in))); got != want {
+			t.Errorf("compactJSON(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// FuzzCompactJSON: compactJSON never panics, and on valid JSON it gives
+// what encoding/json's Compact gives.
+func FuzzCompactJSON(f *testing.F) {
+	f.Add([]byte(`{"a": [1, 2.5, "x y", null], "b": {"c": "\"q\": ,"}}`))
+	f.Add([]byte(`["\\", " ", "\\\" ,"]`))
+	f.Add([]byte(`"unterminated \`))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		valid := json.Valid(p)
+		var want bytes.Buffer
+		if valid {
+			if err := json.Compact(&want, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := compactJSON(append([]byte(nil), p...))
+		if valid && !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("compactJSON(%q) = %q, encoding/json %q", p, got, want.Bytes())
+		}
+	})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 // The CLI as a user runs it: the real binary against a real server.
@@ -35,7 +36,11 @@ func buildSluice(t *testing.T) string {
 
 func masterPos(t *testing.T, db *testenv.Server) string {
 	t.Helper()
-	rs, err := db.Query(context.Background(), "SHOW MASTER STATUS")
+	q := "SHOW MASTER STATUS"
+	if db.Flavor == position.MySQL {
+		q = "SHOW BINARY LOG STATUS" // MySQL 8.2+ (the tests run 9.7)
+	}
+	rs, err := db.Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +155,167 @@ func TestTailRangeCheckpointAndRead(t *testing.T) {
 }
 
 // A file written without column names: --schema-from fills them in.
+// TestTailSnapshotThenStream is the README's first example as a new user
+// runs it, on each server: `sluice tail --source … --tables 'shop.*'` as a
+// replication user with the usual grants (RELOAD, not LOCK TABLES), while
+// a writer changes the table. The snapshot comes first, then the stream,
+// each change exactly once: an insert never finds its row already there,
+// an update or a delete always finds it; the rows rebuilt equal the
+// table.
+func TestTailSnapshotThenStream(t *testing.T) {
+	bin := buildSluice(t)
+	signalServers(t, func(t *testing.T, opts testenv.Options, _ string) { tailSnapshotThenStream(t, bin, opts) })
+}
+
+func tailSnapshotThenStream(t *testing.T, bin string, opts testenv.Options) {
+	db := testenv.StartT(t, opts)
+	ctx := context.Background()
+	const rows = 20000
+	from, setup := db.SeqFrom(1, rows)
+	stmts := append([]string{"CREATE DATABASE shop", "USE shop",
+		"CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(40), price DECIMAL(10,2), stock INT NOT NULL)"}, setup...)
+	stmts = append(stmts, "INSERT INTO shop.items SELECT seq, CONCAT('item', seq), seq / 100, 10 FROM "+from,
+		"CREATE USER 'repl'@'%' IDENTIFIED BY 'secret'",
+		"GRANT SELECT, RELOAD, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO 'repl'@'%'")
+	if err := db.Exec(ctx, stmts...); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		rng := rand.New(rand.NewPCG(8, 9))
+		next := rows + 1
+		for !stop.Load() {
+			id := rng.IntN(rows) + 1
+			var q string
+			switch rng.IntN(4) {
+			case 0:
+				q = fmt.Sprintf("INSERT INTO shop.items VALUES (%d, 'new', 9.99, 1)", next)
+				next++
+			case 1:
+				q = fmt.Sprintf("DELETE FROM shop.items WHERE id = %d", id)
+			default:
+				q = fmt.Sprintf("UPDATE shop.items SET stock = stock - 1, price = price + 0.01 WHERE id = %d", id)
+			}
+			c.Execute(q)
+		}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var stderr syncBuffer
+	url := "mysql://repl:secret@" + db.Addr()
+	cmd := exec.Command(bin, "tail", "--source", url, "--tables", "shop.*", "--snapshot-chunk", "1000")
+	cmd.Stdout, cmd.Stderr = f, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(out)
+		if bytes.Contains(b, []byte(`"snapshot":"last"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			stop.Store(true)
+			wg.Wait()
+			t.Fatalf("no snapshot after 60 s\n%s", stderr.String())
+		}
+	}
+	time.Sleep(time.Second) // changes after the snapshot too
+	stop.Store(true)
+	wg.Wait()
+	end := masterPos(t, db)
+	// tail has printed everything up to end once its output stops growing.
+	for prev, deadline := -1, time.Now().Add(30*time.Second); ; time.Sleep(300 * time.Millisecond) {
+		b, _ := os.ReadFile(out)
+		if len(b) == prev || time.Now().After(deadline) {
+			break
+		}
+		prev = len(b)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	cmd.Wait()
+	logLines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	t.Logf("stream up to %s; %s", end, logLines[len(logLines)-1])
+
+	b, _ := os.ReadFile(out)
+	state := map[string]string{}
+	reads, changes, streaming := 0, 0, false
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		ev, err := codec.DecodeLine(line)
+		if err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if ev.IsDDL() {
+			continue
+		}
+		if ev.Op == "r" {
+			if streaming {
+				t.Fatalf("a snapshot row after the stream began: %s", line)
+			}
+			reads++
+		} else {
+			streaming = true
+			changes++
+			if ev.Op == "c" {
+				if _, ok := state[string(ev.After["id"])]; ok {
+					t.Fatalf("insert of a row the snapshot or the stream already had: %s", line)
+				}
+			} else if _, ok := state[string(ev.Before["id"])]; !ok {
+				t.Fatalf("%s of a row nothing delivered: %s", ev.Op, line)
+			}
+		}
+		if ev.Before != nil {
+			delete(state, string(ev.Before["id"]))
+		}
+		if ev.After != nil {
+			j, _ := json.Marshal(ev.After)
+			state[string(ev.After["id"])] = string(j)
+		}
+	}
+	if changes == 0 {
+		t.Fatal("no change streamed after the snapshot")
+	}
+	rs, err := db.Query(ctx, "SELECT id, name, price, stock FROM shop.items")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for i := 0; i < rs.RowNumber(); i++ {
+		id, _ := rs.GetInt(i, 0)
+		name, _ := rs.GetString(i, 1)
+		price, _ := rs.GetString(i, 2)
+		stock, _ := rs.GetInt(i, 3)
+		j, _ := json.Marshal(map[string]any{"id": id, "name": name, "price": price, "stock": stock})
+		if got := state[fmt.Sprint(id)]; got != string(j) {
+			if bad++; bad < 5 {
+				t.Errorf("id %d: rebuilt %s, server %s", id, got, j)
+			}
+		}
+		delete(state, fmt.Sprint(id))
+	}
+	t.Logf("%d snapshot rows, %d changes", reads, changes)
+	if bad > 0 || len(state) > 0 {
+		t.Fatalf("%d rows differ, %d rebuilt rows not on the server", bad, len(state))
+	}
+}
+
 func TestReadSchemaFrom(t *testing.T) {
 	bin := buildSluice(t)
 	db := testenv.StartT(t, testenv.Options{})
@@ -193,14 +359,38 @@ func TestBadInput(t *testing.T) {
 // kill -9 in the middle of a snapshot under write load, restart: the
 // snapshot goes on where it stopped (while streaming), and snapshot rows
 // plus changes from all runs rebuild the table exactly.
+// signalServers runs fn on MariaDB, MySQL, and MySQL without GTIDs,
+// where the watermark method (resuming a snapshot, incremental
+// snapshots) writes its watermark rows to the signal table signal
+// (app.sluice_signal, made by fn; "" where none is needed).
+func signalServers(t *testing.T, fn func(t *testing.T, opts testenv.Options, signal string)) {
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		fn(t, testenv.Options{Flavor: flavor}, "")
+		if flavor == position.MySQL {
+			t.Run("no-gtid", func(t *testing.T) {
+				fn(t, testenv.Options{Flavor: flavor, NoGTID: true}, "app.sluice_signal")
+			})
+		}
+	})
+}
+
 func TestSnapshotKill9Resume(t *testing.T) {
 	bin := buildSluice(t)
-	db := testenv.StartT(t, testenv.Options{})
+	signalServers(t, func(t *testing.T, opts testenv.Options, signal string) { snapshotKill9Resume(t, bin, opts, signal) })
+}
+
+func snapshotKill9Resume(t *testing.T, bin string, opts testenv.Options, signal string) {
+	db := testenv.StartT(t, opts)
 	ctx := context.Background()
 	const rows = 30000
-	if err := db.Exec(ctx, "CREATE DATABASE app", "USE app",
-		"CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(40), n INT)",
-		fmt.Sprintf("INSERT INTO app.t SELECT seq, CONCAT('v', seq), 0 FROM seq_1_to_%d", rows)); err != nil {
+	from, setup := db.SeqFrom(1, rows)
+	stmts := append([]string{"CREATE DATABASE app", "USE app",
+		"CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(40), n INT)"}, setup...)
+	stmts = append(stmts, "INSERT INTO app.t SELECT seq, CONCAT('v', seq), 0 FROM "+from)
+	if signal != "" {
+		stmts = append(stmts, "CREATE TABLE "+signal+" (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048))")
+	}
+	if err := db.Exec(ctx, stmts...); err != nil {
 		t.Fatal(err)
 	}
 	var stop atomic.Bool
@@ -228,7 +418,10 @@ func TestSnapshotKill9Resume(t *testing.T) {
 	}()
 	dir := t.TempDir()
 	ckpt := filepath.Join(dir, "tail.ckpt")
-	args := []string{"tail", "--source", db.URL(), "--tables", "app.*", "--checkpoint", ckpt, "--snapshot-chunk", "300", "--snapshot-parallel", "1"}
+	args := []string{"tail", "--source", db.URL(), "--tables", "app.t", "--checkpoint", ckpt, "--snapshot-chunk", "300", "--snapshot-parallel", "1"}
+	if signal != "" {
+		args = append(args, "--signal-table", signal)
+	}
 	start := func(name string, extra ...string) (*exec.Cmd, string) {
 		out := filepath.Join(dir, name)
 		f, err := os.Create(out)
@@ -369,19 +562,25 @@ func TestSnapshotKill9Resume(t *testing.T) {
 // while tail streams; rows read and changes streamed rebuild it exactly.
 func TestSignalIncrementalSnapshot(t *testing.T) {
 	bin := buildSluice(t)
-	db := testenv.StartT(t, testenv.Options{})
+	signalServers(t, func(t *testing.T, opts testenv.Options, _ string) { signalIncrementalSnapshot(t, bin, opts) })
+}
+
+func signalIncrementalSnapshot(t *testing.T, bin string, opts testenv.Options) {
+	db := testenv.StartT(t, opts)
 	ctx := context.Background()
-	if err := db.Exec(ctx, "CREATE DATABASE app", "USE app",
-		"CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(40), n INT)",
-		"INSERT INTO app.t SELECT seq, CONCAT('v', seq), 0 FROM seq_1_to_10000",
-		"CREATE TABLE app.sluice_signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048))"); err != nil {
+	from, setup := db.SeqFrom(1, 10000)
+	stmts := append([]string{"CREATE DATABASE app", "USE app",
+		"CREATE TABLE app.t (id INT PRIMARY KEY, v VARCHAR(40), n INT)"}, setup...)
+	stmts = append(stmts, "INSERT INTO app.t SELECT seq, CONCAT('v', seq), 0 FROM "+from,
+		"CREATE TABLE app.sluice_signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, data VARCHAR(2048))")
+	if err := db.Exec(ctx, stmts...); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "out.jsonl")
 	f, _ := os.Create(out)
 	defer f.Close()
-	from := masterPos(t, db) // an explicit start: the signal cannot slip in before tail connects
-	cmd := exec.Command(bin, "tail", "--source", db.URL(), "--tables", "app.t", "--from", from, "--signal-table", "app.sluice_signal", "--snapshot-chunk", "500")
+	start := masterPos(t, db) // an explicit start: the signal cannot slip in before tail connects
+	cmd := exec.Command(bin, "tail", "--source", db.URL(), "--tables", "app.t", "--from", start, "--signal-table", "app.sluice_signal", "--snapshot-chunk", "500")
 	cmd.Stdout = f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -63,6 +63,7 @@ var (
 	descSnapRows    = prometheus.NewDesc("sluice_snapshot_rows", "Rows read by the snapshot per table.", []string{"pipeline", "table"}, nil)
 	descSnapEst     = prometheus.NewDesc("sluice_snapshot_rows_estimated", "The server's estimate of each snapshotted table's rows.", []string{"pipeline", "table"}, nil)
 	descSnapDone    = prometheus.NewDesc("sluice_snapshot_table_done", "1 when the table's snapshot is complete.", []string{"pipeline", "table"}, nil)
+	descSnapBlocked = prometheus.NewDesc("sluice_snapshot_writers_blocked_seconds", "How long the source's last consistent snapshot held writers back with its lock (MySQL: FLUSH TABLES WITH READ LOCK or LOCK TABLES; 0 when it took none).", []string{"pipeline", "source"}, nil)
 	descSrcEvent    = prometheus.NewDesc("sluice_source_event_time_seconds", "Clock-corrected event time up to which the source has been read (Unix seconds).", []string{"pipeline", "source"}, nil)
 	descSrcLag      = prometheus.NewDesc("sluice_source_event_lag_seconds", "How far the source's event time is behind sluice's clock.", []string{"pipeline", "source"}, nil)
 	descSrcOffset   = prometheus.NewDesc("sluice_source_clock_offset_seconds", "The source server's clock minus sluice's.", []string{"pipeline", "source"}, nil)
@@ -82,7 +83,7 @@ var (
 	descJoinWM      = prometheus.NewDesc("sluice_join_watermark_seconds", "The join's committed watermark (Unix seconds).", []string{"pipeline", "join"}, nil)
 )
 
-var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone,
+var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone, descSnapBlocked,
 	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descWatermark, descSkew, descHeld, descHoldTime,
 	descDelivWM, descJoinRows, descJoinBytes, descJoinEvicted, descJoinEvTime, descJoinLate, descJoinOut, descJoinWM}
 
@@ -165,6 +166,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descSrcStalled, stalled, s.Name)
 		gauge(descSrcQueued, float64(s.Queued), s.Name)
+		gauge(descSnapBlocked, s.SnapshotBlocked.Seconds(), s.Name)
 	}
 	for _, t := range st.Snapshot {
 		gauge(descSnapRows, float64(t.Rows), t.Table)
@@ -199,6 +201,7 @@ func sourcesView(ss []pipeline.SourceStatus) []map[string]any {
 			"name": s.Name, "position": s.Position, "event_time": s.EventTime, "lag_seconds": s.Lag.Seconds(),
 			"clock_offset_seconds": s.ClockOffset.Seconds(), "clock_rtt_seconds": s.ClockRTT.Seconds(),
 			"streaming": s.Streaming, "stalled": s.Stalled, "queued_bytes": s.Queued,
+			"snapshot_writers_blocked_seconds": s.SnapshotBlocked.Seconds(),
 		}
 	}
 	return out

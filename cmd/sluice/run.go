@@ -188,11 +188,12 @@ func sourceConfig(sc config.Source) (pipeline.SourceConfig, error) {
 		Binlog:     src,
 		StartGiven: startGiven,
 		Snapshot: pipeline.SnapshotConfig{
-			Mode:      snapshot.Mode(sc.Snapshot.Mode),
-			Method:    sc.Snapshot.Method,
-			Parallel:  sc.Snapshot.Parallel,
-			ChunkRows: sc.Snapshot.ChunkRows,
-			Where:     sc.Snapshot.Where,
+			Mode:        snapshot.Mode(sc.Snapshot.Mode),
+			Method:      sc.Snapshot.Method,
+			Parallel:    sc.Snapshot.Parallel,
+			ChunkRows:   sc.Snapshot.ChunkRows,
+			Where:       sc.Snapshot.Where,
+			LockTimeout: sc.Snapshot.LockTimeout,
 		},
 		SignalTable: sc.SignalTable,
 	}, nil

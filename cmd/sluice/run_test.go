@@ -31,6 +31,7 @@ import (
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 // runEnv is a source server and a directory for a pipeline's files.
@@ -49,7 +50,13 @@ type runEnv struct {
 
 func newRunEnv(t *testing.T) *runEnv {
 	t.Helper()
-	db := testenv.StartT(t, testenv.Options{})
+	return newRunEnvOn(t, testenv.Options{})
+}
+
+// newRunEnvOn is newRunEnv on a server started with opts.
+func newRunEnvOn(t *testing.T, opts testenv.Options) *runEnv {
+	t.Helper()
+	db := testenv.StartT(t, opts)
 	if err := db.Exec(context.Background(), workload.Schema...); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +275,13 @@ func httpGet(t *testing.T, url string) string {
 // --incremental` asks a running pipeline, through its admin address, to
 // re-read a table while it streams; /metrics and /status show the figures.
 func TestRunAdminIncrementalSnapshotAndMetrics(t *testing.T) {
-	e := newRunEnv(t)
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		runAdminIncrementalSnapshotAndMetrics(t, flavor)
+	})
+}
+
+func runAdminIncrementalSnapshotAndMetrics(t *testing.T, flavor position.Flavor) {
+	e := newRunEnvOn(t, testenv.Options{Flavor: flavor})
 	ctx := context.Background()
 	if err := e.w.Txns(ctx, 30); err != nil {
 		t.Fatal(err)
@@ -322,7 +335,8 @@ func TestRunAdminIncrementalSnapshotAndMetrics(t *testing.T) {
 		t.Fatalf("snapshot of a missing table: %v %s", err, out)
 	}
 	metrics := httpGet(t, "http://"+admin+"/metrics")
-	for _, want := range []string{`sluice_messages_total{pipeline="crash"}`, `sluice_sink_up{pipeline="crash",sink="file"} 1`, "sluice_delivery_latency_seconds_bucket", `sluice_epoch{pipeline="crash"} 1`} {
+	for _, want := range []string{`sluice_messages_total{pipeline="crash"}`, `sluice_sink_up{pipeline="crash",sink="file"} 1`, "sluice_delivery_latency_seconds_bucket", `sluice_epoch{pipeline="crash"} 1`,
+		`sluice_snapshot_writers_blocked_seconds{pipeline="crash",source="crash"} 0`} { // no consistent snapshot taken
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
@@ -335,6 +349,82 @@ func TestRunAdminIncrementalSnapshotAndMetrics(t *testing.T) {
 	if !strings.Contains(status, `"running": true`) || !strings.Contains(status, `"last_seq"`) {
 		t.Errorf("/status: %s", status)
 	}
+}
+
+// TestRunSnapshotWritersBlocked: sluice run's initial snapshot, taken
+// while a writer commits transactions, reports how long its lock held
+// writers back (LOCK TABLES on MySQL, BACKUP STAGE BLOCK_COMMIT on
+// MariaDB) in /metrics and /status, and the writer's slowest transaction
+// agrees; the sink then holds every transaction exactly once.
+func TestRunSnapshotWritersBlocked(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		e := newRunEnvOn(t, testenv.Options{Flavor: flavor})
+		ctx := context.Background()
+		if err := e.w.Txns(ctx, 200); err != nil {
+			t.Fatal(err)
+		}
+		admin := freePort(t)
+		e.writeConfig(t, "admin: {addr: "+admin+"}")
+		var stop atomic.Bool
+		var slowest atomic.Int64
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				began := time.Now()
+				if err := e.w.Txns(ctx, 1); err != nil {
+					t.Error(err)
+					return
+				}
+				if d := int64(time.Since(began)); d > slowest.Load() {
+					slowest.Store(d)
+				}
+			}
+		}()
+		log := &syncBuffer{}
+		cmd := e.start(t, log)
+		defer func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}()
+		var blocked float64
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				stop.Store(true)
+				wg.Wait()
+				t.Fatalf("no writers_blocked figure after 60 s\n%s", log.String())
+			}
+			if !strings.Contains(log.String(), "snapshot done") {
+				continue
+			}
+			for _, line := range strings.Split(httpGet(t, "http://"+admin+"/metrics"), "\n") {
+				if strings.HasPrefix(line, "sluice_snapshot_writers_blocked_seconds{") {
+					f := strings.Fields(line)
+					blocked, _ = strconv.ParseFloat(f[len(f)-1], 64)
+				}
+			}
+			if blocked > 0 {
+				break
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+		stop.Store(true)
+		wg.Wait()
+		status := httpGet(t, "http://"+admin+"/status")
+		t.Logf("writers blocked %.4fs by the snapshot; the slowest transaction took %v", blocked, time.Duration(slowest.Load()))
+		if blocked > 2 || time.Duration(slowest.Load()) > time.Duration(blocked*float64(time.Second))+3*time.Second {
+			t.Errorf("writers blocked %.4fs, the slowest transaction took %v", blocked, time.Duration(slowest.Load()))
+		}
+		if !strings.Contains(status, `"snapshot_writers_blocked_seconds": `) || strings.Contains(status, `"snapshot_writers_blocked_seconds": 0,`) {
+			t.Errorf("/status lacks the blocked time: %s", status)
+		}
+		if !strings.Contains(log.String(), "writers_blocked=") {
+			t.Errorf("the log does not say how long writers were blocked:\n%s", log.String())
+		}
+		e.waitAll(t, e.w.N(), log)
+		e.checkAll(t, e.w.N())
+	})
 }
 
 // withNATS adds a NATS sink on an embedded JetStream server to the run.

@@ -20,17 +20,22 @@ type snapshotOpts struct {
 	mode   string
 	method string
 	// deferred are the tables the snapshot left to be read while streaming.
-	deferred  []snapshot.Deferred
-	parallel  int
-	chunkRows int
-	where     []string
+	deferred    []snapshot.Deferred
+	parallel    int
+	chunkRows   int
+	lockTimeout time.Duration
+	where       []string
+	// signalTable is --signal-table, where the watermark method writes on
+	// a MySQL server without GTIDs.
+	signalTable string
 }
 
 func (o *snapshotOpts) register(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&o.mode, "snapshot", "initial", "consistent initial load: initial (when there is no saved or given position), never, when_needed (also when the saved position was purged), always, only (snapshot and exit)")
 	f.StringVar(&o.method, "snapshot-method", "consistent", "consistent: read the tables at one point, then stream; watermark: read them chunk by chunk while streaming (no long transaction; tables of engines without transactions, such as MyISAM and Aria, are always read this way)")
-	f.IntVar(&o.parallel, "snapshot-parallel", 2, "connections reading the snapshot at once (more than one needs the RELOAD privilege)")
+	f.IntVar(&o.parallel, "snapshot-parallel", 2, "connections reading the snapshot at once (on MariaDB more than one needs the RELOAD privilege)")
+	f.DurationVar(&o.lockTimeout, "snapshot-lock-timeout", 10*time.Second, "MySQL: the longest a consistent snapshot waits for the lock its connections start under (FLUSH TABLES WITH READ LOCK, or LOCK TABLES ... READ without RELOAD), which holds writers back while it waits")
 	f.IntVar(&o.chunkRows, "snapshot-chunk", 16384, "rows per delivered chunk (and per SELECT when reading while streaming)")
 	f.StringArrayVar(&o.where, "where", nil, "snapshot only the rows of a table matching a condition: 'db.table=SQL condition' (repeatable)")
 }
@@ -73,6 +78,8 @@ func (o *snapshotOpts) run(ctx context.Context, cfg *binlog.Config, saved bool, 
 		Parallel:      o.parallel,
 		Method:        o.method,
 		ChunkRows:     o.chunkRows,
+		LockTimeout:   o.lockTimeout,
+		SignalTable:   o.signalTable,
 		Logger:        slog.Default(),
 		Progress:      progress.report,
 		ProgressEvery: progress.every(),

@@ -146,6 +146,7 @@ func tailCmd() *cobra.Command {
 				if tables != "" {
 					tables += "," + signal // the signal table is always read
 				}
+				snap.signalTable = signal
 			}
 			if cfg.Tables, err = binlog.ParseFilter(tables); err != nil {
 				return err
@@ -195,7 +196,7 @@ func tailCmd() *cobra.Command {
 			defer r.Close()
 			// The binlog, with snapshot chunks read while it streams: what an
 			// interrupted snapshot left, and tables a signal row asks for.
-			s := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: snap.chunkRows, Logger: slog.Default()})
+			s := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: snap.chunkRows, Logger: slog.Default(), SignalTable: signal})
 			defer s.Close()
 			if resume != nil {
 				slog.Info("resuming an interrupted snapshot while streaming", "ranges", len(resume.Ranges), "from", cfg.Start.String())
@@ -222,7 +223,7 @@ func tailCmd() *cobra.Command {
 	f.StringVar(&from, "from", "current", "where to start: current, earliest, FILE:POS, or gtid:SET")
 	f.StringVar(&to, "to", "", "stop after the transaction reaching FILE:POS and print a summary")
 	f.StringVar(&ckpt, "checkpoint", "", "file to save the position after each printed transaction, and to resume from")
-	f.StringVar(&signal, "signal-table", "", "db.table whose inserted rows (id, type='snapshot', data='db.t1,db.t2') start an incremental snapshot of those tables while streaming")
+	f.StringVar(&signal, "signal-table", "", "db.table whose inserted rows (id, type='snapshot', data='db.t1,db.t2') start an incremental snapshot of those tables while streaming; on MySQL without GTIDs the watermark method writes its watermark rows (type='watermark') there")
 	out.register(cmd)
 	snap.register(cmd)
 	return cmd

@@ -1,0 +1,248 @@
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+// server is what the snapshot needs to know of the source: its flavor and
+// version, and on MySQL whether every transaction has a GTID.
+//
+// (Package binlog is getting a parsed server version of its own; this one
+// is kept small and local so that it can switch to that one.)
+type server struct {
+	flavor  position.Flavor
+	version serverVersion
+	// gtids: MySQL's gtid_mode is ON, so every transaction has a GTID and
+	// gtid_executed says which are committed. (MariaDB always has GTIDs.)
+	gtids bool
+}
+
+// serverVersion is a server's release number.
+type serverVersion struct{ major, minor, patch int }
+
+// parseVersion reads the release number at the start of a version string
+// ("9.7.4", "8.0.36-log", "10.11.6-MariaDB-0+deb12u1",
+// "5.5.5-10.11.6-MariaDB": MariaDB's replication-compatible prefix is
+// skipped).
+func parseVersion(s string) serverVersion {
+	if rest, ok := strings.CutPrefix(s, "5.5.5-"); ok && strings.Contains(strings.ToLower(s), "mariadb") {
+		s = rest
+	}
+	var v serverVersion
+	parts := []*int{&v.major, &v.minor, &v.patch}
+	for i := 0; i < len(parts) && s != ""; i++ {
+		j := 0
+		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+			j++
+		}
+		*parts[i], _ = strconv.Atoi(s[:j])
+		if j >= len(s) || s[j] != '.' {
+			break
+		}
+		s = s[j+1:]
+	}
+	return v
+}
+
+func (v serverVersion) atLeast(major, minor, patch int) bool {
+	if v.major != major {
+		return v.major > major
+	}
+	if v.minor != minor {
+		return v.minor > minor
+	}
+	return v.patch >= patch
+}
+
+func (v serverVersion) String() string {
+	return fmt.Sprintf("%d.%d.%d", v.major, v.minor, v.patch)
+}
+
+// statusStatement is the statement that shows a MySQL server's binlog
+// file, offset and executed GTID set: SHOW BINARY LOG STATUS from 8.2 on
+// (8.4 LTS and 9.x no longer have the old name), SHOW MASTER STATUS
+// before. MariaDB has only SHOW MASTER STATUS (SHOW BINLOG STATUS from
+// 10.5.2 on, as an alias).
+func (s server) statusStatement() string {
+	if s.flavor == position.MySQL && s.version.atLeast(8, 2, 0) {
+		return "SHOW BINARY LOG STATUS"
+	}
+	return "SHOW MASTER STATUS"
+}
+
+// probeServer learns what the snapshot needs of the server behind c.
+func probeServer(c *client.Conn) (server, error) {
+	v := c.GetServerVersion()
+	s := server{flavor: position.MySQL, version: parseVersion(v)}
+	if strings.Contains(strings.ToLower(v), "mariadb") {
+		s.flavor = position.MariaDB
+		s.gtids = true
+		return s, nil
+	}
+	rs, err := c.Execute("SELECT @@GLOBAL.gtid_mode")
+	if err != nil {
+		return s, fmt.Errorf("snapshot: reading gtid_mode: %w", err)
+	}
+	s.gtids = strings.EqualFold(cell(rs, 0, 0), "ON")
+	rs.Close()
+	return s, nil
+}
+
+// position reads the server's current binlog position: file and offset,
+// and the GTID state there (MySQL: the executed GTID set, read by the same
+// statement; MariaDB: BINLOG_GTID_POS of the file and offset).
+func (s server) position(c *client.Conn) (position.Position, error) {
+	q := s.statusStatement()
+	rs, err := c.Execute(q)
+	if err != nil {
+		return position.Position{}, fmt.Errorf("snapshot: reading the binlog position (%s): %w", q, err)
+	}
+	defer rs.Close()
+	if rs.RowNumber() == 0 {
+		return position.Position{}, fmt.Errorf("%w: %s is empty: binary logging is off; start the server with --log-bin and binlog_format=ROW", binlog.ErrServerConfig, q)
+	}
+	p := position.Position{File: cell(rs, 0, 0), Flavor: s.flavor}
+	off, err := rs.GetUint(0, 1)
+	if err != nil {
+		return p, fmt.Errorf("snapshot: %s: offset: %w", q, err)
+	}
+	p.Offset = uint32(off)
+	if s.flavor == position.MySQL {
+		if s.gtids && len(rs.Fields) >= 5 {
+			p.GTIDs = normalizeGTIDs(cell(rs, 0, 4))
+		}
+		return p, nil
+	}
+	if p.GTIDs, err = binlog.GTIDAt(c, p); err != nil {
+		return p, fmt.Errorf("snapshot: %w", err)
+	}
+	return p, nil
+}
+
+// normalizeGTIDs removes the line breaks MySQL puts after each UUID's
+// part of a long set.
+func normalizeGTIDs(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\n", ""), "\r", "")
+}
+
+// gtidExecuted reads MySQL's @@GLOBAL.gtid_executed: every transaction
+// whose GTID is in it has been committed in the storage engine (the
+// server adds a GTID after the engine commit, whether binlog_order_commits
+// is ON, where the commit stage's leader commits the group in the engine
+// and then adds its GTIDs, or OFF, where each session does both itself),
+// so a read view opened after reading the set sees all of them.
+func gtidExecuted(c *client.Conn) (position.GTIDSet, error) {
+	rs, err := c.Execute("SELECT @@GLOBAL.gtid_executed")
+	if err != nil {
+		return position.GTIDSet{}, fmt.Errorf("snapshot: reading gtid_executed: %w", err)
+	}
+	text := normalizeGTIDs(cell(rs, 0, 0))
+	rs.Close()
+	return position.ParseGTIDSet(position.MySQL, text)
+}
+
+// Errors of the lock statements.
+const (
+	errLockWaitTimeout  = 1205 // ER_LOCK_WAIT_TIMEOUT
+	errQueryInterrupted = 1317 // ER_QUERY_INTERRUPTED
+)
+
+// refused reports whether err is the server refusing a statement for want
+// of a privilege: RELOAD for FLUSH TABLES WITH READ LOCK, LOCK TABLES for
+// LOCK TABLES. (Amazon RDS and Aurora refuse FLUSH TABLES WITH READ LOCK
+// with an access error even to users having RELOAD.)
+func refused(err error) bool {
+	var me *mysql.MyError
+	if !errors.As(err, &me) {
+		return false
+	}
+	switch me.Code {
+	case mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR, mysql.ER_ACCESS_DENIED_ERROR, mysql.ER_DBACCESS_DENIED_ERROR,
+		mysql.ER_TABLEACCESS_DENIED_ERROR:
+		return true
+	}
+	return false
+}
+
+func serverCode(err error) uint16 {
+	var me *mysql.MyError
+	if errors.As(err, &me) {
+		return me.Code
+	}
+	return 0
+}
+
+// lockStatement runs q, a statement that waits for locks, on c, for at
+// most d: the server gives up after lock_wait_timeout (the session's is
+// set to d, in whole seconds, beforehand), and should it still not answer
+// a second after d (a wait lock_wait_timeout does not bound), or should
+// ctx end, another connection kills the statement (KILL QUERY, which a
+// user may do to its own connections without any privilege). A statement
+// killed that way fails with errQueryInterrupted even if it had just
+// succeeded.
+func lockStatement(ctx context.Context, dial func(context.Context) (*client.Conn, error), c *client.Conn, q string, d time.Duration) error {
+	secs := max(int64((d+time.Second-1)/time.Second), 1)
+	if _, err := c.Execute(fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
+		return fmt.Errorf("snapshot: setting lock_wait_timeout: %w", err)
+	}
+	id := c.GetConnectionID()
+	var (
+		mu     sync.Mutex
+		done   bool
+		killed bool
+		wg     sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTimer(d + time.Second)
+		defer t.Stop()
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		k, err := dial(kctx)
+		if err != nil {
+			return
+		}
+		defer k.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		killed = true
+		_, _ = k.Execute(fmt.Sprintf("KILL QUERY %d", id))
+	}()
+	_, err := c.Execute(q)
+	mu.Lock()
+	done = true
+	wasKilled := killed
+	mu.Unlock()
+	close(stop)
+	wg.Wait()
+	if wasKilled && err == nil {
+		err = &mysql.MyError{Code: errQueryInterrupted, Message: "killed after the lock timeout"}
+	}
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w (%s: %v)", ctx.Err(), q, err)
+	}
+	return err
+}
