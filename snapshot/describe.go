@@ -165,7 +165,7 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 // setType sets Type, Kind and the type's attributes of a column from its
 // information_schema description. col.Charset holds CHARACTER_SET_NAME.
 // mariaDB says which server's binlog metadata to match: MariaDB's gives
-// GEOMETRY (and VECTOR) the binary character set, MySQL's none.
+// GEOMETRY the binary character set, MySQL's none; VECTOR has it on both.
 func setType(col *binlog.Column, mariaDB bool, dataType, colType string, prec, scale, dtPrec int) error {
 	col.Unsigned = strings.Contains(strings.ToLower(colType), "unsigned")
 	text := func(typ byte) {
@@ -245,16 +245,14 @@ func setType(col *binlog.Column, mariaDB bool, dataType, colType string, prec, s
 		}
 	case "vector":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_VECTOR, binlog.KindVector
-		if mariaDB {
-			col.Charset, col.Collation = "binary", collationBinary
-		}
+		col.Charset, col.Collation = "binary", collationBinary
 	default:
 		// MariaDB's INET4, INET6 and UUID (and plugin types) reach the
 		// binlog in an internal binary form that SELECT does not return.
 		return fmt.Errorf("type %s is not supported by the snapshot", colType)
 	}
 	if col.Kind != binlog.KindString && col.Kind != binlog.KindBytes && col.Kind != binlog.KindEnum &&
-		col.Kind != binlog.KindSet && col.Kind != binlog.KindGeometry {
+		col.Kind != binlog.KindSet && col.Kind != binlog.KindGeometry && col.Kind != binlog.KindVector {
 		col.Charset, col.Collation = "", 0
 	}
 	return nil

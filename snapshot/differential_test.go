@@ -114,11 +114,10 @@ var mysqlCols = []string{
 // knownGaps are the columns in which the binlog reader and the snapshot
 // are known to differ, and why, per flavor ("table.column"): the test
 // logs their differences instead of failing, and fails once a gap is no
-// longer seen (then take it out). Both are the binlog decoder's: the
+// longer seen (then take it out). They are the binlog decoder's: the
 // snapshot reads what SELECT returns.
 var knownGaps = map[position.Flavor]map[string]string{
 	position.MySQL: {
-		"my.inv2": "the binlog decoder takes an INVISIBLE VARCHAR for binary (Kind, Charset, Collation); SELECT and information_schema say utf8mb4",
 		"my.jd":   "the binlog decoder prints the JSON double 1.5e-7 in exponent form, MySQL (SELECT) as 0.00000015",
 	},
 }
