@@ -641,16 +641,24 @@ func preflight(c *client.Conn, serverID uint32, log *slog.Logger) (ServerInfo, e
 		return info, err
 	}
 	info.Version, info.Flavor = v, v.Flavor
-	rs, err := c.Execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id")
+	rs, err := c.Execute("SELECT @@log_bin, @@binlog_row_image, @@server_id")
 	if err != nil {
 		return info, fmt.Errorf("binlog: reading server settings: %w", brief(err))
 	}
 	logBin, _ := rs.GetInt(0, 0)
-	format := resultString(rs, 0, 1)
-	info.BinlogRowImage = strings.ToUpper(resultString(rs, 0, 2))
-	sid, _ := rs.GetUint(0, 3)
+	info.BinlogRowImage = strings.ToUpper(resultString(rs, 0, 1))
+	sid, _ := rs.GetUint(0, 2)
 	info.ServerID = uint32(sid)
 	rs.Close()
+	// binlog_format is deprecated on MySQL since 8.0.34 (reading it warns);
+	// a release without it logs ROW only.
+	format := "ROW"
+	if rs, err := c.Execute("SELECT @@binlog_format"); err == nil {
+		format = resultString(rs, 0, 0)
+		rs.Close()
+	} else if myErr := (*mysql.MyError)(nil); !errors.As(err, &myErr) || myErr.Code != mysql.ER_UNKNOWN_SYSTEM_VARIABLE || !v.binlogFormatDeprecated() {
+		return info, fmt.Errorf("binlog: reading binlog_format: %w", brief(err))
+	}
 	if logBin != 1 {
 		if v.mysql() {
 			return info, fmt.Errorf("%w: binary logging is off on %s: remove --skip-log-bin (or --disable-log-bin) from the server's options and restart it (MySQL 8.0 and later log by default)", ErrServerConfig, v)

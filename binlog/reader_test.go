@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -880,4 +881,47 @@ func TestStreamGapIsResumed(t *testing.T) {
 		}
 		t.Logf("%d chunks dropped, %d reconnections, every row once", proxy.drops.Load(), r.Stats().Reconnects)
 	})
+}
+
+// MySQL with gtid_mode=OFF (MariaDB always has GTIDs): positions are files
+// and offsets only, a start inside a transaction is still refused, and a
+// lost connection resumes by file position, every row once.
+func TestMySQLWithoutGTIDs(t *testing.T) {
+	if !slices.Contains(testenv.Flavors(), position.MySQL) {
+		t.Skip("MySQL only (gtid_mode=OFF); SLUICE_TEST_FLAVORS leaves it out")
+	}
+	db := startServer(t, position.MySQL, testenv.Options{NoGTID: true})
+	exec(t, db, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, pad VARCHAR(100))")
+	start := binlogEnd(t, db)
+	const rows = 100000
+	insertSeq(t, db, "app.t", "seq, REPEAT('n', 90)", rows)
+	exec(t, db, "INSERT INTO app.t VALUES (0, 'last')")
+	if err := startErr(t, db, position.Position{File: start.File, Offset: gtidEventEnd(t, db, start.File)}); !errors.Is(err, binlog.ErrPositionUnknown) {
+		t.Fatalf("start inside a transaction: %v", err)
+	}
+	r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.ChunkBytes = 16 << 10 })
+	first := next(t, r)
+	killDump(t, db)
+	seen := map[int64]bool{}
+	for txn := first; ; txn = next(t, r) {
+		for _, ch := range txn.Changes {
+			id := ch.After[0].Int()
+			if seen[id] {
+				t.Fatalf("row %d twice", id)
+			}
+			seen[id] = true
+		}
+		if txn.Last && txn.End.GTIDs != "" {
+			t.Fatalf("a position with GTIDs on a server without: %s", txn.End)
+		}
+		if seen[0] {
+			break
+		}
+	}
+	for i := 0; r.Stats().Reconnects == 0 && i < 100; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(seen) != rows+1 || r.Stats().Reconnects == 0 || r.Stats().Replayed == 0 {
+		t.Fatalf("%d rows, %+v; want %d rows, replayed after a reconnection", len(seen), r.Stats(), rows+1)
+	}
 }

@@ -29,10 +29,11 @@ func TestServerVersions(t *testing.T) {
 		{"8.0.33-log", mysql80("MySQL 8.0.33", "SHOW REPLICAS", false)},
 		{"8.0.21", mysql80("MySQL 8.0.21", "SHOW SLAVE HOSTS", false)},
 		{"8.0.22", mysql80("MySQL 8.0.22", "SHOW REPLICAS", false)},
-		{"8.0.36-28", mysql80("MySQL 8.0.36", "SHOW REPLICAS", true)},               // Percona Server
-		{"8.0.35-0ubuntu0.22.04.1", mysql80("MySQL 8.0.35", "SHOW REPLICAS", true)}, // Ubuntu
-		{"8.0.21-azure", mysql80("MySQL 8.0.21", "SHOW SLAVE HOSTS", false)},        // Azure Database for MySQL
-		{"8.0.mysql_aurora.3.05.2", mysql80("Aurora MySQL 8.0.23", "SHOW REPLICAS", false)},
+		{"8.0.36-28", mysql80("MySQL 8.0.36", "SHOW REPLICAS", true)},                       // Percona Server
+		{"8.0.35-0ubuntu0.22.04.1", mysql80("MySQL 8.0.35", "SHOW REPLICAS", true)},         // Ubuntu
+		{"8.0.21-azure", mysql80("MySQL 8.0.21", "SHOW SLAVE HOSTS", false)},                // Azure Database for MySQL
+		{"8.0.mysql_aurora.3.05.2", mysql80("Aurora MySQL 8.0.23", "SHOW REPLICAS", false)}, // Aurora's engine version
+		{"8.0.32", mysql80("MySQL 8.0.32", "SHOW REPLICAS", false)},                         // Aurora 3.05's @@version, RDS MySQL
 		{"8.1.0", want{"MySQL 8.1.0", "SHOW MASTER STATUS", "SHOW REPLICAS", "REPLICATION CLIENT", "REPLICATION SLAVE", true, true, true, "is not loaded"}},
 		{"8.2.0", want{"MySQL 8.2.0", "SHOW BINARY LOG STATUS", "SHOW REPLICAS", "REPLICATION CLIENT", "REPLICATION SLAVE", true, true, true, "is not loaded"}},
 		{"8.4.3", want{"MySQL 8.4.3", "SHOW BINARY LOG STATUS", "SHOW REPLICAS", "REPLICATION CLIENT", "REPLICATION SLAVE", true, true, true, "disables by default"}},
@@ -43,6 +44,7 @@ func TestServerVersions(t *testing.T) {
 		{"5.7.mysql_aurora.2.11.2", want{"Aurora MySQL 5.7.12", "SHOW MASTER STATUS", "SHOW SLAVE HOSTS", "REPLICATION CLIENT", "REPLICATION SLAVE", false, false, false, "is not loaded"}},
 		{"5.5.5-10.11.19-MariaDB-0+deb12u1-log", want{"MariaDB 10.11.19", "SHOW MASTER STATUS", "SHOW REPLICA HOSTS", "BINLOG MONITOR", "REPLICATION MASTER ADMIN", false, false, false, ""}},
 		{"10.11.6-MariaDB-1:10.11.6+maria~ubu2204-log", want{"MariaDB 10.11.6", "SHOW MASTER STATUS", "SHOW REPLICA HOSTS", "BINLOG MONITOR", "REPLICATION MASTER ADMIN", false, false, false, ""}},
+		{"10.11.10-MariaDB-log", want{"MariaDB 10.11.10", "SHOW MASTER STATUS", "SHOW REPLICA HOSTS", "BINLOG MONITOR", "REPLICATION MASTER ADMIN", false, false, false, ""}}, // RDS for MariaDB
 		{"10.4.32-MariaDB", want{"MariaDB 10.4.32", "SHOW MASTER STATUS", "SHOW SLAVE HOSTS", "REPLICATION CLIENT", "REPLICATION SLAVE", false, false, false, ""}},
 		{"10.5.1-MariaDB", want{"MariaDB 10.5.1", "SHOW MASTER STATUS", "SHOW REPLICA HOSTS", "REPLICATION CLIENT", "REPLICATION SLAVE", false, false, false, ""}},
 		{"11.4.2-MariaDB-ubu2404", want{"MariaDB 11.4.2", "SHOW MASTER STATUS", "SHOW REPLICA HOSTS", "BINLOG MONITOR", "REPLICATION MASTER ADMIN", false, false, false, ""}},
