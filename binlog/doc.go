@@ -25,6 +25,26 @@
 //	r.OnRow("shop", "orders", func(txn *binlog.Txn, ch *binlog.Change) error { ... })
 //	err := r.Run(ctx)
 //
+// # Servers, positions and TLS
+//
+// MySQL (8.0, 8.4, 9.x; also Aurora, RDS, Percona) and MariaDB (10.x,
+// 11.x) are both served; the statements and privileges that differ
+// between releases are chosen from the server's version, parsed once
+// (ServerVersion). A position.Position is the point after a whole
+// transaction: file, offset and the server's whole GTID state there. A
+// start given as a file position only gets its GTID state from the server
+// (GTIDAt: BINLOG_GTID_POS on MariaDB; on MySQL the file's Previous_gtids
+// plus the GTIDs before the offset, and an offset inside a transaction is
+// refused), so that later resumes by GTID ask for nothing before it.
+// Resuming prefers the GTID state (MariaDB, MySQL with gtid_mode=ON), which
+// survives a purged file; CurrentPosition reads the current end with a
+// consistent GTID state; PositionPurged tells a purged position from a
+// resumable one and from one the server never had (ErrPositionUnknown).
+//
+// The source URL's tls= takes MySQL's client modes (TLSMode: disabled,
+// preferred, required, verify-ca, verify-identity); verify-ca is the one
+// for MySQL's auto-generated certificates, which name no host.
+//
 // # Transactions and chunks
 //
 // Changes arrive grouped by source transaction, in commit order. A DDL
@@ -67,7 +87,9 @@
 // stream resumes after the last whole transaction, skipping the part of a
 // chunked transaction that was already delivered: no transaction is
 // missing or repeated. Errors that reconnecting cannot fix stop the reader:
-// ErrPurged (naming the oldest position the server still has), ErrCorrupt
+// ErrPurged (naming the oldest position the server still has),
+// ErrPositionUnknown (a position the server never had), ErrReplaced (a
+// newer process of the same consumer took the binlog dump over), ErrCorrupt
 // (checksum mismatch, truncated or undecodable event, with file and
 // position), ErrServerConfig and ErrPrivilege (with the statement that
 // fixes them), ErrSchemaMismatch.

@@ -2,6 +2,7 @@ package binlog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 // Decode a binlog file captured from MariaDB and print each change with
@@ -45,7 +47,9 @@ func ExampleReadFiles() {
 
 // Follow a live server with per-table handlers. (Not run: it needs a server.)
 func ExampleReader_OnRow() {
-	cfg, err := binlog.ParseSourceURL(os.Getenv("SLUICE_SOURCE")) // mysql://repl:secret@127.0.0.1:3306
+	// e.g. mysql://repl:secret@db.example:3306?tls=verify-identity, or
+	// ?tls=verify-ca&ca=/path/ca.pem with MySQL's auto-generated certificates.
+	cfg, err := binlog.ParseSourceURL(os.Getenv("SLUICE_SOURCE"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -93,4 +97,67 @@ func ExampleReader_Next() {
 			fmt.Println("resume point:", txn.End)
 		}
 	}
+}
+
+// The TLS modes of a source address are those of MySQL's clients; the
+// password never appears in an error.
+func ExampleParseSourceURL() {
+	for _, url := range []string{
+		"mysql://repl:secret@db.example:3306",
+		"mysql://repl:secret@db.example?tls=preferred",
+		"mysql://repl:secret@10.0.0.5:3306?tls=verify-ca",
+		"mysql://repl:secret@db.example:3306?tls=true&server_id=7",
+		"mysql://repl:secret@db.example:3306?tls=maybe",
+	} {
+		cfg, err := binlog.ParseSourceURL(url)
+		if err != nil {
+			fmt.Println("error:", err)
+			continue
+		}
+		fmt.Printf("%s as %s, TLS %q, server_id %d\n", cfg.Addr, cfg.User, cfg.TLSMode, cfg.ServerID)
+	}
+	// Output:
+	// db.example:3306 as repl, TLS "", server_id 0
+	// db.example:3306 as repl, TLS "preferred", server_id 0
+	// 10.0.0.5:3306 as repl, TLS "verify-ca", server_id 0
+	// db.example:3306 as repl, TLS "verify-identity", server_id 7
+	// error: binlog: source option tls="maybe": want disabled, preferred, required, verify-ca or verify-identity (true and skip-verify are older names of verify-identity and required)
+}
+
+// Check a saved position before resuming from it: purged (take a new
+// snapshot), unknown to the server (another server's position: stop), or
+// resumable. (Not run: it needs a server.)
+func ExamplePositionPurged() {
+	cfg, _ := binlog.ParseSourceURL("mysql://repl:secret@127.0.0.1:3306")
+	saved, _ := position.ParseFilePos("mysql-bin.000042:1234")
+	saved.GTIDs = "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-9120"
+	ctx := context.Background()
+	purged, oldest, err := binlog.PositionPurged(ctx, cfg, saved)
+	switch {
+	case errors.Is(err, binlog.ErrPositionUnknown):
+		log.Fatalf("not a position of this server: %v", err)
+	case err != nil:
+		log.Fatal(err)
+	case purged:
+		fmt.Println("purged; the server starts at", oldest)
+	default:
+		cfg.Start = saved
+	}
+}
+
+// The whole GTID state at a file position, e.g. for a position a user
+// gave as FILE:POS: BINLOG_GTID_POS on MariaDB, the file's Previous_gtids
+// plus the GTIDs before the offset on MySQL. (Not run: it needs a server.)
+func ExampleGTIDAt() {
+	cfg, _ := binlog.ParseSourceURL("mysql://repl:secret@127.0.0.1:3306")
+	c, err := binlog.Dial(context.Background(), cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	p, _ := position.ParseFilePos("mysql-bin.000003:157")
+	if p.GTIDs, err = binlog.GTIDAt(c, p); err != nil {
+		log.Fatal(err) // ErrPositionUnknown inside a transaction or past the file's end
+	}
+	fmt.Println(p)
 }

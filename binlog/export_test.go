@@ -6,3 +6,12 @@ func SkipChecksums() (restore func()) {
 	skipChecksumForFuzzing = true
 	return func() { skipChecksumForFuzzing = false }
 }
+
+// SetShowEventsPage sets how many events one SHOW BINLOG EVENTS of GTIDAt
+// reads, so that tests cross page boundaries; it returns a function that
+// restores it.
+func SetShowEventsPage(n int) (restore func()) {
+	old := showEventsPage
+	showEventsPage = n
+	return func() { showEventsPage = old }
+}

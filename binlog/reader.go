@@ -3,7 +3,6 @@ package binlog
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,9 +39,17 @@ var (
 	ErrClosed = errors.New("binlog: reader closed")
 	// ErrReplaced means the server dropped this replica's binlog dump
 	// because another replica connected with the same server_id (MariaDB
-	// error 4052, MySQL 1236 "... same server_uuid/server_id"): another
-	// process of the same pipeline has taken over.
+	// error 4052, MySQL 1236 "... same server_uuid/server_id"), or, on
+	// MySQL, a newer reader with the same ReplicaHost and ServerID ended
+	// this one's dump: another process of the same pipeline has taken over.
 	ErrReplaced = errors.New("binlog: another replica with the same server_id took over the binlog dump")
+	// ErrPositionUnknown means the server never had the position asked
+	// for: a GTID state with transactions it never executed (ahead of it,
+	// or from another server), a binlog file it never wrote, an offset
+	// past a file's end, or one inside an event or a transaction. Unlike
+	// ErrPurged, a new snapshot does not cure it: the position belongs to
+	// another server or history.
+	ErrPositionUnknown = errors.New("binlog: position not known to the server")
 )
 
 // Start modes for Config.StartAt.
@@ -58,8 +64,14 @@ type Config struct {
 	Addr     string
 	User     string
 	Password string
-	// TLS, when set, encrypts the connection (set RootCAs to verify the server).
+	// TLS, when set, encrypts the connection (set RootCAs to verify the
+	// server). ParseSourceURL builds it from tls= and ca=.
 	TLS *tls.Config
+	// TLSMode TLSPreferred makes TLS optional: a server that does not
+	// offer it is connected to unencrypted. Otherwise a set TLS is
+	// required. (The other modes are expressed by TLS itself; TLSMode
+	// records them for messages.)
+	TLSMode TLSMode
 	// ServerID is the replica id sluice registers with; it must differ from
 	// the server's and from other replicas'. 0 picks a random one.
 	ServerID uint32
@@ -104,10 +116,13 @@ type Config struct {
 
 // ParseSourceURL parses a source address into a Config:
 //
-//	mysql://USER:PASSWORD@HOST:PORT[?tls=true|skip-verify][&ca=/path/ca.pem][&server_id=N]
+//	mysql://USER:PASSWORD@HOST:PORT[?tls=MODE][&ca=/path/ca.pem][&server_id=N]
 //
-// tls=true verifies the server's certificate against the system's CAs, or
-// against the PEM file given by ca.
+// tls= takes the modes MySQL's clients know (see TLSMode): disabled (the
+// default), preferred, required, verify-ca, verify-identity; tls=true and
+// tls=skip-verify are older names of verify-identity and required. ca=
+// names the PEM file of the CA to verify against (with verify-ca or
+// verify-identity; without it, the system's CAs).
 func ParseSourceURL(s string) (Config, error) {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "mysql" || u.Host == "" {
@@ -124,31 +139,18 @@ func ParseSourceURL(s string) (Config, error) {
 			return Config{}, fmt.Errorf("binlog: unknown source option %q (known: tls, ca, server_id)", k)
 		}
 	}
-	switch q.Get("tls") {
-	case "", "false":
-		if q.Get("ca") != "" {
-			return Config{}, errors.New("binlog: source option ca needs tls=true")
-		}
-	case "true":
-		host, _, _ := net.SplitHostPort(cfg.Addr)
-		cfg.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-		if ca := q.Get("ca"); ca != "" {
-			pem, err := os.ReadFile(ca)
-			if err != nil {
-				return Config{}, fmt.Errorf("binlog: source option ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return Config{}, fmt.Errorf("binlog: source option ca: %s holds no PEM certificate", ca)
-			}
-			cfg.TLS.RootCAs = pool
-		}
-	case "skip-verify":
-		cfg.TLS = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // asked for by the user
-	default:
-		return Config{}, fmt.Errorf("binlog: source option tls=%q: want true, false or skip-verify", u.Query().Get("tls"))
+	mode, err := parseTLSMode(q.Get("tls"))
+	if err != nil {
+		return Config{}, err
 	}
-	if id := u.Query().Get("server_id"); id != "" {
+	host, _, _ := net.SplitHostPort(cfg.Addr)
+	if cfg.TLS, err = tlsConfig(mode, host, q.Get("ca")); err != nil {
+		return Config{}, err
+	}
+	if mode != TLSDisabled {
+		cfg.TLSMode = mode
+	}
+	if id := q.Get("server_id"); id != "" {
 		n, err := strconv.ParseUint(id, 10, 32)
 		if err != nil || n == 0 {
 			return Config{}, fmt.Errorf("binlog: source option server_id=%q: want a number from 1 to 4294967295", id)
@@ -221,16 +223,24 @@ type Reader struct {
 	done        chan struct{} // closed when the stream has ended (err is set)
 
 	// owned by the streaming goroutine
-	flavor   position.Flavor
-	server   ServerInfo
-	schemas  *schemaCache
-	decoder  rowDecoder
-	resume   position.Position // after the last whole transaction
-	gset     position.GTIDSet  // GTID state after the last whole transaction
-	file     string
-	asm      assembly
-	skip     skipState
-	lastIdle time.Time
+	flavor position.Flavor
+	// byGTID: resume by GTID (MariaDB, or MySQL with gtid_mode=ON);
+	// otherwise by file and offset.
+	byGTID bool
+	tls    *tls.Config // as the preflight connection used it (nil: unencrypted)
+	fence  *fence      // MySQL: ends older dumps of the same consumer
+	// ownSchema is the information_schema source the reader made (closed
+	// when it stops); nil when Config.Schema was given.
+	ownSchema *selectChecked
+	server    ServerInfo
+	schemas   *schemaCache
+	decoder   rowDecoder
+	resume    position.Position // after the last whole transaction
+	gset      position.GTIDSet  // GTID state after the last whole transaction
+	file      string
+	asm       assembly
+	skip      skipState
+	lastIdle  time.Time
 
 	emit        func(*Txn) error // file mode: deliver directly
 	rowHandlers []rowHandler
@@ -269,11 +279,15 @@ func (r *Reader) Stats() Stats {
 
 // ServerInfo is what preflight learned about the server.
 type ServerInfo struct {
-	Version        string
+	Version        ServerVersion
 	Flavor         position.Flavor
 	ServerID       uint32
 	BinlogRowImage string
 	RowMetadata    string
+	// GTIDMode is MySQL's gtid_mode (ON, OFF, ON_PERMISSIVE, OFF_PERMISSIVE);
+	// "ON" on MariaDB, which always has GTIDs. Only with ON does the reader
+	// resume by GTID.
+	GTIDMode string
 }
 
 type rowHandler struct {
@@ -413,6 +427,9 @@ func (r *Reader) start() {
 	go func() {
 		defer r.wg.Done()
 		err := r.loop()
+		if r.ownSchema != nil {
+			r.ownSchema.Close() // the information_schema connections the reader opened
+		}
 		if err == nil {
 			err = ErrClosed
 		}
@@ -429,15 +446,51 @@ func (r *Reader) dial(ctx context.Context) (*client.Conn, error) { return Dial(c
 // Dial opens a plain SQL connection to cfg's server (address, user,
 // password, TLS), for queries beside the replication stream.
 func Dial(ctx context.Context, cfg Config) (*client.Conn, error) {
-	var opts []client.Option
-	if cfg.TLS != nil {
-		opts = append(opts, func(c *client.Conn) error { c.SetTLSConfig(cfg.TLS); return nil })
+	c, _, err := dialTLS(ctx, cfg)
+	return c, err
+}
+
+// dialTLS connects and returns the TLS configuration the connection uses
+// (nil when unencrypted: no TLS asked for, or tls=preferred and the
+// server offers none).
+func dialTLS(ctx context.Context, cfg Config) (*client.Conn, *tls.Config, error) {
+	c, err := connect(ctx, cfg, cfg.TLS)
+	if err != nil && cfg.TLS != nil && cfg.TLSMode == TLSPreferred && strings.Contains(err.Error(), errNoTLS) {
+		if c, err = connect(ctx, cfg, nil); err == nil {
+			return c, nil, nil
+		}
 	}
-	c, err := client.ConnectWithContext(ctx, cfg.Addr, cfg.User, cfg.Password, "", 10*time.Second, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("binlog: connecting to %s as %s: %w", cfg.Addr, cfg.User, brief(err))
+		return nil, nil, connectError(ctx, cfg, err)
 	}
-	return c, nil
+	return c, cfg.TLS, nil
+}
+
+func connect(ctx context.Context, cfg Config, t *tls.Config) (*client.Conn, error) {
+	var opts []client.Option
+	if t != nil {
+		opts = append(opts, func(c *client.Conn) error { c.SetTLSConfig(t); return nil })
+	}
+	return client.ConnectWithContext(ctx, cfg.Addr, cfg.User, cfg.Password, "", 10*time.Second, opts...)
+}
+
+// connectError says why connecting failed, in words that name the fix
+// where sluice knows it (TLS, MySQL's removed mysql_native_password).
+func connectError(ctx context.Context, cfg Config, err error) error {
+	mode := cfg.TLSMode
+	if mode == "" && cfg.TLS != nil {
+		mode = TLSRequired
+	}
+	err = tlsAdvice(brief(err), mode)
+	var myErr *mysql.MyError
+	if errors.As(err, &myErr) && myErr.Code == mysql.ER_PLUGIN_IS_NOT_LOADED && strings.Contains(myErr.Message, "mysql_native_password") {
+		if v, perr := probeServerVersion(ctx, cfg.Addr); perr == nil {
+			if advice := v.nativePasswordAdvice(cfg.User); advice != "" {
+				return fmt.Errorf("binlog: connecting to %s as %s: %w: %s", cfg.Addr, cfg.User, err, advice)
+			}
+		}
+	}
+	return fmt.Errorf("binlog: connecting to %s as %s: %w", cfg.Addr, cfg.User, err)
 }
 
 // loop connects, streams, and reconnects with backoff after transient errors.
@@ -460,6 +513,9 @@ func (r *Reader) loop() error {
 		if !retryable(err) {
 			return err
 		}
+		if rerr := r.fence.replaced(r.ctx, r.cfg); rerr != nil {
+			return rerr // a newer reader of the same consumer ended this one's dump
+		}
 		if delivered {
 			backoff = 100 * time.Millisecond
 		}
@@ -480,7 +536,7 @@ func retryable(err error) bool {
 	if err == nil {
 		return true
 	}
-	if errors.Is(err, ErrPurged) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrSchemaMismatch) ||
+	if errors.Is(err, ErrPurged) || errors.Is(err, ErrPositionUnknown) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrSchemaMismatch) ||
 		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, ErrReplaced) || errors.Is(err, errHandler) {
 		return false
 	}
@@ -501,47 +557,72 @@ var errHandler = errors.New("binlog: stream stopped")
 func (r *Reader) prepare() error {
 	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 	defer cancel()
-	c, err := r.dial(ctx)
+	c, tlsCfg, err := dialTLS(ctx, r.cfg)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	info, err := preflight(c, r.cfg.ServerID)
+	r.tls = tlsCfg
+	if r.cfg.TLSMode == TLSPreferred && tlsCfg == nil {
+		r.log().Warn("the server does not offer TLS: connected unencrypted (tls=preferred)", "server", r.cfg.Addr)
+	}
+	info, err := preflight(c, r.cfg.ServerID, r.log())
 	if err != nil {
 		return err
 	}
 	if !r.cfg.TakeOverServerID {
-		if err := checkReplicas(c, r.cfg.ServerID, r.cfg.ReplicaHost); err != nil {
+		if err := checkReplicas(c, info.Version, r.cfg.ServerID, r.cfg.ReplicaHost, r.log()); err != nil {
 			return err
 		}
 	}
 	r.server = info
 	r.flavor = info.Flavor
 	warnPartialJSON(c, info, r.log())
+	r.byGTID = info.Flavor == position.MariaDB || strings.EqualFold(info.GTIDMode, "ON")
 	if info.BinlogRowImage != "FULL" {
 		r.log().Warn("binlog_row_image is not FULL: columns that did not change are absent from row images", "binlog_row_image", info.BinlogRowImage)
 	}
 	src := r.cfg.Schema
 	if src == nil {
-		src = NewInfoSchema(r.dial)
+		own := &selectChecked{SchemaSource: NewInfoSchema(r.dial), dial: r.dial}
+		src, r.ownSchema = own, own
 	}
 	r.schemas = newSchemaCache(src)
 	r.schemas.mariaDB = r.flavor == position.MariaDB
+	if r.fence, err = newFence(c, info.Version, r.cfg, r.log()); err != nil {
+		return err
+	}
 
 	start := r.cfg.Start
 	if start.IsZero() {
-		start, err = startPosition(c, r.flavor, r.cfg.StartAt)
+		if start, err = startPosition(c, info.Version, r.cfg.StartAt); err != nil {
+			return err
+		}
+	} else {
+		if !r.byGTID {
+			start.GTIDs = "" // gtid_mode is not ON: positions are files and offsets
+		}
+		_, err := checkResumable(c, info.Version, start)
+		if errors.Is(err, ErrPurged) {
+			return fmt.Errorf("%w. Start from there (--from earliest), or take a new snapshot", err)
+		}
 		if err != nil {
 			return err
 		}
-	} else if start.GTIDs == "" && r.flavor == position.MariaDB {
-		// Learn the GTID state at a file position so that later positions
-		// carry it; the first connection still asks for the file position
-		// itself, which is what the user named.
-		if g, err := GTIDAt(c, start); err == nil {
-			start.GTIDs = g
+		if start.GTIDs == "" {
+			// Learn the server's whole GTID state at the file position, so
+			// that the positions after it carry all of it: a resume by GTID
+			// must not ask for the transactions before the start again.
+			// The first connection still asks for the file position itself,
+			// which is what the user named.
+			if start.GTIDs, err = gtidAt(c, info.Version, start); err != nil {
+				return err
+			}
+			if !r.byGTID {
+				start.GTIDs = ""
+			}
+			r.startByFile = true
 		}
-		r.startByFile = true
 	}
 	start.Flavor = r.flavor
 	if start.GTIDs != "" {
@@ -554,161 +635,130 @@ func (r *Reader) prepare() error {
 }
 
 // preflight checks the server the way a careful replica does.
-func preflight(c *client.Conn, serverID uint32) (ServerInfo, error) {
+func preflight(c *client.Conn, serverID uint32, log *slog.Logger) (ServerInfo, error) {
 	var info ServerInfo
-	info.Version = c.GetServerVersion()
-	info.Flavor = position.MySQL
-	if strings.Contains(strings.ToLower(info.Version), "mariadb") {
-		info.Flavor = position.MariaDB
-	}
-	rs, err := c.Execute("SELECT @@log_bin, @@binlog_format, @@binlog_row_image, @@server_id")
+	v, err := ParseServerVersion(c.GetServerVersion())
 	if err != nil {
-		return info, fmt.Errorf("binlog: reading server settings: %w", err)
+		return info, err
+	}
+	info.Version, info.Flavor = v, v.Flavor
+	rs, err := c.Execute("SELECT @@log_bin, @@binlog_row_image, @@server_id")
+	if err != nil {
+		return info, fmt.Errorf("binlog: reading server settings: %w", brief(err))
 	}
 	logBin, _ := rs.GetInt(0, 0)
-	format := resultString(rs, 0, 1)
-	info.BinlogRowImage = resultString(rs, 0, 2)
-	sid, _ := rs.GetUint(0, 3)
+	info.BinlogRowImage = strings.ToUpper(resultString(rs, 0, 1))
+	sid, _ := rs.GetUint(0, 2)
 	info.ServerID = uint32(sid)
 	rs.Close()
+	// binlog_format is deprecated on MySQL since 8.0.34 (reading it warns);
+	// a release without it logs ROW only.
+	format := "ROW"
+	if rs, err := c.Execute("SELECT @@binlog_format"); err == nil {
+		format = resultString(rs, 0, 0)
+		rs.Close()
+	} else if myErr := (*mysql.MyError)(nil); !errors.As(err, &myErr) || myErr.Code != mysql.ER_UNKNOWN_SYSTEM_VARIABLE || !v.binlogFormatDeprecated() {
+		return info, fmt.Errorf("binlog: reading binlog_format: %w", brief(err))
+	}
 	if logBin != 1 {
-		return info, fmt.Errorf("%w: binary logging is off on %s; start the server with --log-bin (and binlog_format=ROW)", ErrServerConfig, info.Version)
+		if v.mysql() {
+			return info, fmt.Errorf("%w: binary logging is off on %s: remove --skip-log-bin (or --disable-log-bin) from the server's options and restart it (MySQL 8.0 and later log by default)", ErrServerConfig, v)
+		}
+		return info, fmt.Errorf("%w: binary logging is off on %s: start the server with --log-bin (and binlog_format=ROW)", ErrServerConfig, v)
 	}
 	if !strings.EqualFold(format, "ROW") {
-		return info, fmt.Errorf("%w: binlog_format is %s; sluice needs ROW. Run: SET GLOBAL binlog_format = 'ROW'; and set binlog_format=ROW in the server's configuration (sessions already open keep their format until they reconnect)", ErrServerConfig, format)
+		fix := v.setGlobal("binlog_format", "ROW")
+		if v.binlogFormatDeprecated() {
+			fix += ", and remove binlog_format from the server's configuration (it is deprecated since MySQL 8.0.34; ROW is its default)"
+		}
+		return info, fmt.Errorf("%w: binlog_format is %s; sluice needs ROW. Run: %s (sessions already open keep their format until they reconnect)", ErrServerConfig, format, fix)
 	}
-	info.BinlogRowImage = strings.ToUpper(info.BinlogRowImage)
 	if info.BinlogRowImage != "FULL" && info.BinlogRowImage != "MINIMAL" && info.BinlogRowImage != "NOBLOB" {
-		return info, fmt.Errorf("%w: binlog_row_image is %s; use FULL: SET GLOBAL binlog_row_image = 'FULL'", ErrServerConfig, info.BinlogRowImage)
+		return info, fmt.Errorf("%w: binlog_row_image is %s; use FULL: %s", ErrServerConfig, info.BinlogRowImage, v.setGlobal("binlog_row_image", "FULL"))
 	}
 	if rs, err := c.Execute("SELECT @@binlog_row_metadata"); err == nil {
-		info.RowMetadata = resultString(rs, 0, 0)
+		info.RowMetadata = strings.ToUpper(resultString(rs, 0, 0))
 		rs.Close()
+	}
+	info.GTIDMode = "ON" // MariaDB always has GTIDs
+	if v.mysql() {
+		if rs, err := c.Execute("SELECT @@gtid_mode"); err == nil {
+			info.GTIDMode = strings.ToUpper(resultString(rs, 0, 0))
+			rs.Close()
+		}
+		if rs, err := c.Execute("SELECT @@binlog_row_value_options"); err == nil {
+			opts := strings.ToUpper(resultString(rs, 0, 0))
+			rs.Close()
+			if strings.Contains(opts, "PARTIAL_JSON") && info.BinlogRowImage != "FULL" {
+				log.Warn("binlog_row_value_options=PARTIAL_JSON with binlog_row_image="+info.BinlogRowImage+": an update's before image may lack the JSON column a partial update changes, and such an update stops the stream; "+v.setGlobal("binlog_row_image", "FULL")+" (or "+v.setGlobal("binlog_row_value_options", "")+")", "server", v.String())
+			}
+		}
 	}
 	if info.ServerID == serverID {
 		return info, fmt.Errorf("binlog: replica server_id %d is the server's own server_id; choose another (source option server_id=N)", serverID)
 	}
-	if err := checkGrants(c); err != nil {
+	if err := checkGrants(c, v, info.RowMetadata != "FULL"); err != nil {
 		return info, err
 	}
 	return info, nil
 }
 
 // checkReplicas refuses a server_id that a connected replica already uses.
-func checkReplicas(c *client.Conn, serverID uint32, self string) error {
-	rs, err := c.Execute("SHOW SLAVE HOSTS")
+func checkReplicas(c *client.Conn, v ServerVersion, serverID uint32, self string, log *slog.Logger) error {
+	stmt := v.ReplicasStatement()
+	rs, err := c.Execute(stmt)
 	if err != nil {
-		return nil // not allowed to look (REPLICATION MASTER ADMIN): the server will sort it out
+		var myErr *mysql.MyError
+		if errors.As(err, &myErr) && myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR {
+			if v.mysql() {
+				return fmt.Errorf("%w: %s needs REPLICATION SLAVE, to check that no other replica uses server_id %d: %s", ErrPrivilege, stmt, serverID, v.replicationGrant("<user>"))
+			}
+			// MariaDB drops the older of two dumps with one server_id, so a
+			// clash shows up as ErrReplaced on one side.
+			log.Warn("cannot check that no other replica uses this server_id: "+stmt+" needs "+v.replicasPrivilege(), "server_id", serverID, "grant", "GRANT "+v.replicasPrivilege()+" ON *.* TO <user>")
+			return nil
+		}
+		return fmt.Errorf("binlog: %s: %w", stmt, brief(err))
 	}
 	defer rs.Close()
+	hostCol, portCol := 1, 2 // Server_id, Host, [User, Password,] Port, ...
+	if i, err := rs.NameIndex("Host"); err == nil {
+		hostCol = i
+	}
+	if i, err := rs.NameIndex("Port"); err == nil {
+		portCol = i
+	}
 	for i := 0; i < rs.RowNumber(); i++ {
 		id, _ := rs.GetUint(i, 0)
 		if uint32(id) == serverID {
-			host := resultString(rs, i, 1)
+			host := resultString(rs, i, hostCol)
 			if self != "" && host == self {
-				return nil // an earlier process of ours: the server drops it
+				return nil // an earlier process of ours: it is taken over
 			}
-			port, _ := rs.GetUint(i, 2)
-			return fmt.Errorf("%w: server_id %d is already used by a replica registered from %s:%d; the server would drop one of the two connections. Choose another id (source option server_id=N), or leave it unset for a random one", ErrServerConfig, serverID, host, port)
+			port, _ := rs.GetUint(i, portCol)
+			return fmt.Errorf("%w: server_id %d is already used by a replica registered from %s:%d (%s); two replicas with one server_id disturb each other. Choose another id (source option server_id=N), or leave it unset for a random one", ErrServerConfig, serverID, host, port, stmt)
 		}
-	}
-	return nil
-}
-
-func checkGrants(c *client.Conn) error {
-	rs, err := c.Execute("SHOW GRANTS")
-	if err != nil {
-		return fmt.Errorf("binlog: SHOW GRANTS: %w", err)
-	}
-	defer rs.Close()
-	var all strings.Builder
-	for i := 0; i < rs.RowNumber(); i++ {
-		g := resultString(rs, i, 0)
-		all.WriteString(strings.ToUpper(g))
-		all.WriteByte('\n')
-	}
-	grants := all.String()
-	if strings.Contains(grants, "ALL PRIVILEGES ON *.*") {
-		return nil
-	}
-	if !strings.Contains(grants, "REPLICATION SLAVE") && !strings.Contains(grants, "REPLICATION REPLICA") {
-		return fmt.Errorf("%w: the user needs REPLICATION SLAVE to read the binlog: GRANT REPLICATION SLAVE, REPLICATION CLIENT, SELECT ON *.* TO <user>", ErrPrivilege)
-	}
-	if !strings.Contains(grants, "REPLICATION CLIENT") && !strings.Contains(grants, "BINLOG MONITOR") {
-		return fmt.Errorf("%w: the user needs REPLICATION CLIENT (BINLOG MONITOR on MariaDB 10.5+) to read binlog positions: GRANT REPLICATION CLIENT ON *.* TO <user>", ErrPrivilege)
 	}
 	return nil
 }
 
 // startPosition resolves "current" or "earliest" to a position.
-func startPosition(c *client.Conn, flavor position.Flavor, at string) (position.Position, error) {
-	var p position.Position
-	switch at {
-	case StartEarliest:
-		rs, err := c.Execute("SHOW BINARY LOGS")
-		if err != nil {
-			return p, fmt.Errorf("binlog: SHOW BINARY LOGS: %w", err)
-		}
-		defer rs.Close()
-		if rs.RowNumber() == 0 {
-			return p, fmt.Errorf("%w: the server has no binary logs", ErrServerConfig)
-		}
-		p.File = resultString(rs, 0, 0)
-		p.Offset = 4
-		if flavor == position.MySQL {
-			return p, nil
-		}
-	default:
-		var err error
-		if p, err = BinlogPosition(c); err != nil {
-			return p, err
-		}
-		if flavor == position.MySQL {
-			return p, nil
-		}
+func startPosition(c *client.Conn, v ServerVersion, at string) (position.Position, error) {
+	if at != StartEarliest {
+		return currentPosition(c, v)
 	}
-	g, err := GTIDAt(c, p)
+	files, err := binlogFiles(c)
 	if err != nil {
+		return position.Position{}, err
+	}
+	if len(files) == 0 {
+		return position.Position{}, fmt.Errorf("%w: the server has no binary logs", ErrServerConfig)
+	}
+	p := position.Position{File: files[0].name, Offset: 4, Flavor: v.Flavor}
+	if p.GTIDs, err = gtidAt(c, v, p); err != nil {
 		return p, err
 	}
-	p.GTIDs = g
 	return p, nil
-}
-
-// BinlogPosition reads the server's current binlog file and offset (and,
-// on MySQL, its executed GTID set) with SHOW MASTER STATUS (SHOW BINARY LOG
-// STATUS on MySQL 8.4+).
-func BinlogPosition(c *client.Conn) (position.Position, error) {
-	var p position.Position
-	rs, err := c.Execute("SHOW MASTER STATUS")
-	if err != nil {
-		rs, err = c.Execute("SHOW BINARY LOG STATUS") // MySQL 8.4+
-	}
-	if err != nil {
-		return p, fmt.Errorf("binlog: reading the current binlog position: %w", err)
-	}
-	defer rs.Close()
-	if rs.RowNumber() == 0 {
-		return p, fmt.Errorf("%w: SHOW MASTER STATUS is empty: binary logging is off", ErrServerConfig)
-	}
-	p.File = resultString(rs, 0, 0)
-	off, _ := rs.GetUint(0, 1)
-	p.Offset = uint32(off)
-	if len(rs.Fields) >= 5 { // MySQL's Executed_Gtid_Set (MariaDB has 4 columns)
-		p.GTIDs = strings.ReplaceAll(resultString(rs, 0, 4), "\n", "")
-	}
-	return p, nil
-}
-
-// GTIDAt asks MariaDB for its GTID state at a file position.
-func GTIDAt(c *client.Conn, p position.Position) (string, error) {
-	rs, err := c.Execute("SELECT BINLOG_GTID_POS(?, ?)", p.File, p.Offset)
-	if err != nil {
-		return "", fmt.Errorf("binlog: BINLOG_GTID_POS(%s): %w", p, err)
-	}
-	defer rs.Close()
-	g := resultString(rs, 0, 0)
-	return g, nil
 }
 
 // oldestPosition names the oldest position the server still has, for the
@@ -721,11 +771,28 @@ func (r *Reader) oldestPosition() string {
 		return "unknown (" + err.Error() + ")"
 	}
 	defer c.Close()
-	p, err := startPosition(c, r.flavor, StartEarliest)
-	if err != nil {
-		return "unknown (" + err.Error() + ")"
+	files, err := binlogFiles(c)
+	if err != nil || len(files) == 0 {
+		return "unknown (the server lists no binlog files)"
 	}
-	return p.String()
+	return files[0].name + ":4"
+}
+
+// locate tells a purged file position from one the server never had,
+// after the server said it cannot find the file.
+func (r *Reader) locate() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := r.dial(ctx)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	files, err := binlogFiles(c)
+	if err != nil {
+		return nil
+	}
+	return locateFile(files, r.resume)
 }
 
 // syncerLogger passes on go-mysql's warnings and errors only.
@@ -809,7 +876,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 		Port:                    uint16(port),
 		User:                    r.cfg.User,
 		Password:                r.cfg.Password,
-		TLSConfig:               r.cfg.TLS,
+		TLSConfig:               r.tls,
 		HeartbeatPeriod:         r.cfg.Heartbeat,
 		DisableRetrySync:        true,
 		VerifyChecksum:          true,
@@ -818,6 +885,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 		SynchronousEventHandler: enq,
 		EventCacheCount:         1,
 		DiscardGTIDSet:          true,
+		Option:                  r.fence.option,
 	})
 	finish := func() {
 		syncer.Close() // waits for stage 1 to stop
@@ -829,7 +897,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 	r.nextPos, r.atStmt = 0, false
 	r.file = r.resume.File
 	var s *replication.BinlogStreamer
-	if r.resume.GTIDs != "" && !r.startByFile {
+	if r.resume.GTIDs != "" && !r.startByFile && r.byGTID {
 		s, err = syncer.StartSyncGTID(r.gset.Clone().Set)
 	} else {
 		s, err = syncer.StartSync(mysql.Position{Name: r.resume.File, Pos: r.resume.Offset})
@@ -958,21 +1026,53 @@ func (r *Reader) classify(err error) error {
 		return err
 	}
 	var myErr *mysql.MyError
-	if errors.As(err, &myErr) && strings.Contains(myErr.Message, "same server_uuid/server_id") {
-		return fmt.Errorf("%w (server_id %d, at %s): %s", ErrReplaced, r.cfg.ServerID, r.resume, myErr.Message)
-	}
-	if errors.As(err, &myErr) && myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG {
-		msg := strings.ToLower(myErr.Message)
-		if strings.Contains(msg, "purged") || strings.Contains(msg, "could not find") || strings.Contains(msg, "not find first log") || strings.Contains(msg, "gtid") && strings.Contains(msg, "not") {
-			return fmt.Errorf("%w: cannot resume at %s: %s. The oldest position the server still has is %s; start from there (--from earliest), or take a new snapshot", ErrPurged, r.resume, myErr.Message, r.oldestPosition())
+	if errors.As(err, &myErr) {
+		switch {
+		case strings.Contains(myErr.Message, "same server_uuid/server_id"):
+			return fmt.Errorf("%w (server_id %d, at %s): %s", ErrReplaced, r.cfg.ServerID, r.resume, myErr.Message)
+		case myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR:
+			return fmt.Errorf("%w: the server refused the binlog dump: %s: %s", ErrPrivilege, myErr.Message, r.server.Version.replicationGrant("<user>"))
+		case myErr.Code == mysql.ER_MASTER_FATAL_ERROR_READING_BINLOG:
+			return r.fatalReading(myErr, err)
 		}
-		return fmt.Errorf("binlog: server stopped the stream at %s: %w", r.resume, err)
 	}
 	var evErr *replication.EventError
 	if errors.As(err, &evErr) || errors.Is(err, replication.ErrChecksumMismatch) || strings.Contains(err.Error(), "failed checksum") {
 		return fmt.Errorf("%w: %s after %s: %v (the binlog is damaged or not a binlog; nothing after this point was delivered)", ErrCorrupt, r.file, r.resume, err)
 	}
 	return err
+}
+
+// fatalReading classifies the server's "fatal error reading binlog" (1236,
+// ER_SOURCE_FATAL_ERROR_READING_BINLOG), whose text says what happened:
+//
+//	MySQL:   Cannot replicate because the source purged required binary logs. ...
+//	MySQL:   Replica has more GTIDs than the source has, using the source's SERVER_UUID. ...
+//	MariaDB: Could not find GTID state requested by slave in any binlog files. ...
+//	MariaDB: Error: connecting slave requested to start from GTID 0-1-100, which is not in the master's binlog
+//	both:    Could not find first log file name in binary log index file
+//	MySQL:   Client requested source to start replication from position > file size
+//	MariaDB: Client requested master to start replication from impossible position; ...
+//	MySQL:   binlog truncated in the middle of event; ...  MariaDB: bogus data in log event; ...
+func (r *Reader) fatalReading(myErr *mysql.MyError, err error) error {
+	msg := strings.ToLower(myErr.Message)
+	switch {
+	case strings.Contains(msg, "more gtids than the source") || strings.Contains(msg, "not in the master's binlog"):
+		return fmt.Errorf("%w: cannot resume at %s: the server has not executed transactions the position has seen: %s. Start from a position of this server", ErrPositionUnknown, r.resume, myErr.Message)
+	case strings.Contains(msg, "purged") || strings.Contains(msg, "could not find gtid state"):
+		return fmt.Errorf("%w: cannot resume at %s: %s. The oldest position the server still has is %s; start from there (--from earliest), or take a new snapshot", ErrPurged, r.resume, myErr.Message, r.oldestPosition())
+	case strings.Contains(msg, "could not find first log file"):
+		if lerr := r.locate(); errors.Is(lerr, ErrPurged) {
+			return fmt.Errorf("%w. Start from there (--from earliest), or take a new snapshot", lerr)
+		} else if lerr != nil {
+			return lerr
+		}
+	case strings.Contains(msg, "position > file size") || strings.Contains(msg, "impossible position"):
+		return fmt.Errorf("%w: cannot start at %s: the offset is past the end of the file: %s", ErrPositionUnknown, r.resume, myErr.Message)
+	case r.startByFile && (strings.Contains(msg, "bogus data") || strings.Contains(msg, "in the middle of event")):
+		return fmt.Errorf("%w: cannot start at %s: no event starts at that offset: %s", ErrPositionUnknown, r.resume, myErr.Message)
+	}
+	return fmt.Errorf("binlog: server stopped the stream at %s: %w", r.resume, err)
 }
 
 // stashRows is the go-mysql rows-event hook: it decodes only the header
@@ -1483,32 +1583,6 @@ func (r *Reader) checkStop(end position.Position) error {
 		return io.EOF
 	}
 	return nil
-}
-
-// PositionPurged reports whether the server no longer has the binlog file
-// of p, and names the oldest position it still has.
-func PositionPurged(ctx context.Context, cfg Config, p position.Position) (purged bool, oldest string, err error) {
-	r := &Reader{cfg: cfg}
-	c, err := r.dial(ctx)
-	if err != nil {
-		return false, "", err
-	}
-	defer c.Close()
-	rs, err := c.Execute("SHOW BINARY LOGS")
-	if err != nil {
-		return false, "", fmt.Errorf("binlog: SHOW BINARY LOGS: %w", err)
-	}
-	defer rs.Close()
-	if rs.RowNumber() == 0 {
-		return true, "", nil
-	}
-	first := resultString(rs, 0, 0)
-	for i := 0; i < rs.RowNumber(); i++ {
-		if resultString(rs, i, 0) == p.File {
-			return false, first + ":4", nil
-		}
-	}
-	return p.File != "", first + ":4", nil
 }
 
 // eventPos locates a binlog event in error messages; it is formatted only
