@@ -118,7 +118,7 @@ var mysqlCols = []string{
 // snapshot reads what SELECT returns.
 var knownGaps = map[position.Flavor]map[string]string{
 	position.MySQL: {
-		"my.jd":   "the binlog decoder prints the JSON double 1.5e-7 in exponent form, MySQL (SELECT) as 0.00000015",
+		"my.jd": "the binlog decoder prints the JSON double 1.5e-7 in exponent form, MySQL (SELECT) as 0.00000015",
 	},
 }
 

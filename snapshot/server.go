@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,76 +17,21 @@ import (
 
 // server is what the snapshot needs to know of the source: its flavor and
 // version, and on MySQL whether every transaction has a GTID.
-//
-// (Package binlog is getting a parsed server version of its own; this one
-// is kept small and local so that it can switch to that one.)
 type server struct {
-	flavor  position.Flavor
-	version serverVersion
+	flavor position.Flavor
 	// gtids: MySQL's gtid_mode is ON, so every transaction has a GTID and
 	// gtid_executed says which are committed. (MariaDB always has GTIDs.)
 	gtids bool
 }
 
-// serverVersion is a server's release number.
-type serverVersion struct{ major, minor, patch int }
-
-// parseVersion reads the release number at the start of a version string
-// ("9.7.4", "8.0.36-log", "10.11.6-MariaDB-0+deb12u1",
-// "5.5.5-10.11.6-MariaDB": MariaDB's replication-compatible prefix is
-// skipped).
-func parseVersion(s string) serverVersion {
-	if rest, ok := strings.CutPrefix(s, "5.5.5-"); ok && strings.Contains(strings.ToLower(s), "mariadb") {
-		s = rest
-	}
-	var v serverVersion
-	parts := []*int{&v.major, &v.minor, &v.patch}
-	for i := 0; i < len(parts) && s != ""; i++ {
-		j := 0
-		for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-			j++
-		}
-		*parts[i], _ = strconv.Atoi(s[:j])
-		if j >= len(s) || s[j] != '.' {
-			break
-		}
-		s = s[j+1:]
-	}
-	return v
-}
-
-func (v serverVersion) atLeast(major, minor, patch int) bool {
-	if v.major != major {
-		return v.major > major
-	}
-	if v.minor != minor {
-		return v.minor > minor
-	}
-	return v.patch >= patch
-}
-
-func (v serverVersion) String() string {
-	return fmt.Sprintf("%d.%d.%d", v.major, v.minor, v.patch)
-}
-
-// statusStatement is the statement that shows a MySQL server's binlog
-// file, offset and executed GTID set: SHOW BINARY LOG STATUS from 8.2 on
-// (8.4 LTS and 9.x no longer have the old name), SHOW MASTER STATUS
-// before. MariaDB has only SHOW MASTER STATUS (SHOW BINLOG STATUS from
-// 10.5.2 on, as an alias).
-func (s server) statusStatement() string {
-	if s.flavor == position.MySQL && s.version.atLeast(8, 2, 0) {
-		return "SHOW BINARY LOG STATUS"
-	}
-	return "SHOW MASTER STATUS"
-}
-
 // probeServer learns what the snapshot needs of the server behind c.
 func probeServer(c *client.Conn) (server, error) {
-	v := c.GetServerVersion()
-	s := server{flavor: position.MySQL, version: parseVersion(v)}
-	if strings.Contains(strings.ToLower(v), "mariadb") {
-		s.flavor = position.MariaDB
+	v, err := binlog.ParseServerVersion(c.GetServerVersion())
+	if err != nil {
+		return server{}, fmt.Errorf("snapshot: %w", err)
+	}
+	s := server{flavor: v.Flavor}
+	if s.flavor == position.MariaDB {
 		s.gtids = true
 		return s, nil
 	}
@@ -102,26 +46,17 @@ func probeServer(c *client.Conn) (server, error) {
 
 // position reads the server's current binlog position: file and offset,
 // and the GTID state there (MySQL: the executed GTID set, read by the same
-// statement; MariaDB: BINLOG_GTID_POS of the file and offset).
+// statement, which is exact while writes are blocked or for a watermark
+// that only needs a bound; MariaDB: BINLOG_GTID_POS of the file and
+// offset).
 func (s server) position(c *client.Conn) (position.Position, error) {
-	q := s.statusStatement()
-	rs, err := c.Execute(q)
+	p, err := binlog.BinlogPosition(c)
 	if err != nil {
-		return position.Position{}, fmt.Errorf("snapshot: reading the binlog position (%s): %w", q, err)
+		return p, fmt.Errorf("snapshot: %w", err)
 	}
-	defer rs.Close()
-	if rs.RowNumber() == 0 {
-		return position.Position{}, fmt.Errorf("%w: %s is empty: binary logging is off; start the server with --log-bin and binlog_format=ROW", binlog.ErrServerConfig, q)
-	}
-	p := position.Position{File: cell(rs, 0, 0), Flavor: s.flavor}
-	off, err := rs.GetUint(0, 1)
-	if err != nil {
-		return p, fmt.Errorf("snapshot: %s: offset: %w", q, err)
-	}
-	p.Offset = uint32(off)
 	if s.flavor == position.MySQL {
-		if s.gtids && len(rs.Fields) >= 5 {
-			p.GTIDs = normalizeGTIDs(cell(rs, 0, 4))
+		if !s.gtids {
+			p.GTIDs = ""
 		}
 		return p, nil
 	}
