@@ -106,7 +106,8 @@ chaos: deps
 bench: deps
 	$(GO) run ./cmd/sluice bench libslave
 
-# The snapshot benchmark beside mariadb-dump (10M + 2M rows; a few minutes).
+# The snapshot benchmark on MariaDB then MySQL, beside mariadb-dump and
+# mysqldump (10M + 2M rows on each; a few minutes per server).
 bench-snapshot: deps build
 	bin/sluice bench snapshot
 

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-cdc/sluice/internal/bench"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 func benchSnapshotCmd() *cobra.Command {
@@ -15,25 +18,31 @@ func benchSnapshotCmd() *cobra.Command {
 		parallel, runs      int
 		chunk               int
 		profile             string
+		flavors             []string
 	)
 	cmd := &cobra.Command{
 		Use:   "snapshot",
-		Short: "Snapshot of the libslave tables by sluice (to --format none and to a file) beside mariadb-dump",
-		Long: `Starts a throwaway MariaDB, writes bench.short_table (--short-rows) and
-bench.long_table (--long-rows), the libslave article's tables, and for each table
-alone and for both together measures, each in its own process:
+		Short: "Snapshot of the libslave tables by sluice (to --format none and to a file) beside mariadb-dump and mysqldump",
+		Long: `Starts a throwaway MariaDB, then a throwaway MySQL (--flavors), writes
+bench.short_table (--short-rows) and bench.long_table (--long-rows), the
+libslave article's tables, on each, and for each table alone and for both
+together measures, each in its own process:
 
   sluice tail --snapshot only --format none        (output to /dev/null)
   sluice tail --snapshot only --format debezium    (output to a temporary file)
-  mariadb-dump --quick --single-transaction        (output to /dev/null)
+  mariadb-dump / mysqldump --quick --single-transaction   (output to /dev/null)
 
-Prints seconds (wall time of the process), rows/s, peak memory (maxrss), the
-CPU time of the reader and of the server, each sluice reader's speed relative
-to mariadb-dump, and whether sluice is at least as fast as mariadb-dump
-everywhere within 256 MiB. The rows sluice reports are checked against the
-table sizes. Each run waits (up to 30 s) for the machine to have been 90%
-idle for a second, and the file written is synced after the run, so that
-one run's leftovers do not slow the next.`,
+The dump is the server's own (MySQL's from the distribution the tests
+unpack); every reader connects without TLS. Prints per server seconds (wall
+time of the process), rows/s, MiB/s (the tables' InnoDB data size over the
+wall time), peak memory (maxrss), how long sluice's consistent snapshot held
+writers back, the CPU time of the reader and of the server, each sluice
+reader's speed relative to the dump, and whether sluice is at least as fast
+as the dump everywhere within 256 MiB, blocking writers at most 100 ms. The
+rows sluice reports are checked against the table sizes. Each run waits (up
+to 30 s) for the machine to have been 90% idle for a second, and the file
+written is synced after the run, so that one run's leftovers do not slow
+the next.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if shortRows < 1 || longRows < 1 {
@@ -45,52 +54,71 @@ one run's leftovers do not slow the next.`,
 			if chunk < 0 {
 				return fmt.Errorf("--chunk must not be negative")
 			}
+			fl, err := parseFlavors(flavors)
+			if err != nil {
+				return err
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return err
 			}
-			dump, err := bench.FindDump()
-			if err != nil {
-				return err
-			}
-			if profile != "" {
-				if err := os.MkdirAll(profile, 0o755); err != nil {
-					return err
-				}
-			}
 			ctx := cmd.Context()
-			fmt.Fprintf(os.Stderr, "starting MariaDB and writing %d rows into short_table and %d into long_table...\n", shortRows, longRows)
-			db, sizes, err := bench.PrepareSnapshot(ctx, shortRows, longRows, os.Stderr)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			results, err := bench.RunSnapshot(ctx, db, sizes, bench.SnapshotOptions{
-				Parallel: parallel, Chunk: chunk, Runs: runs, Self: self, Dump: dump, ProfileDir: profile, Log: os.Stderr,
-			})
-			if err != nil {
-				return err
-			}
-			chunkNote := ""
-			if chunk > 0 {
-				chunkNote = fmt.Sprintf(" --snapshot-chunk %d", chunk)
-			}
-			fmt.Fprintf(os.Stdout, "sluice --snapshot-parallel %d%s; mariadb-dump is %s; best of %d run(s)\n\n", parallel, chunkNote, dump, max(runs, 1))
-			bench.ReportSnapshot(os.Stdout, results)
-			lines, _ := bench.SnapshotVerdict(results)
-			fmt.Fprintln(os.Stdout)
-			for _, l := range lines {
-				fmt.Fprintln(os.Stdout, l)
+			for _, f := range fl {
+				dir := ""
+				if profile != "" {
+					dir = filepath.Join(profile, string(f))
+					if err := os.MkdirAll(dir, 0o755); err != nil {
+						return err
+					}
+				}
+				if err := benchSnapshotOn(ctx, f, shortRows, longRows, bench.SnapshotOptions{
+					Parallel: parallel, Chunk: chunk, Runs: runs, Self: self, ProfileDir: dir, Log: os.Stderr,
+				}); err != nil {
+					return fmt.Errorf("%s: %w", f, err)
+				}
 			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
+	f.StringSliceVar(&flavors, "flavors", []string{"mariadb", "mysql"}, "servers to measure on, in turn (mariadb, mysql)")
 	f.Int64Var(&shortRows, "short-rows", 10_000_000, "rows in short_table")
 	f.Int64Var(&longRows, "long-rows", 2_000_000, "rows in long_table")
 	f.IntVar(&parallel, "parallel", 2, "sluice's --snapshot-parallel: connections reading at once")
 	f.IntVar(&chunk, "chunk", 0, "sluice's --snapshot-chunk: rows per SELECT (default: sluice's own)")
 	f.IntVar(&runs, "runs", 1, "runs per reader and table set; the fastest is reported")
-	f.StringVar(&profile, "profile", "", "directory to write a CPU profile of every sluice run into")
+	f.StringVar(&profile, "profile", "", "directory to write a CPU profile of every sluice run into (one subdirectory per server)")
 	return cmd
+}
+
+// benchSnapshotOn runs the snapshot benchmark on a new server of one
+// flavor and prints its table and verdict.
+func benchSnapshotOn(ctx context.Context, f position.Flavor, shortRows, longRows int64, opts bench.SnapshotOptions) error {
+	fmt.Fprintf(os.Stderr, "starting %s and writing %d rows into short_table and %d into long_table...\n", f, shortRows, longRows)
+	db, sizes, err := bench.PrepareSnapshot(ctx, f, shortRows, longRows, os.Stderr)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	version := db.Version()
+	dump, err := bench.DumpVersion(db)
+	if err != nil {
+		return err
+	}
+	results, err := bench.RunSnapshot(ctx, db, sizes, opts)
+	if err != nil {
+		return err
+	}
+	chunkNote := ""
+	if opts.Chunk > 0 {
+		chunkNote = fmt.Sprintf(" --snapshot-chunk %d", opts.Chunk)
+	}
+	fmt.Fprintf(os.Stdout, "\n%s; sluice --snapshot-parallel %d%s; %s; best of %d run(s)\n\n", version, opts.Parallel, chunkNote, dump, max(opts.Runs, 1))
+	bench.ReportSnapshot(os.Stdout, f, results)
+	lines, _ := bench.SnapshotVerdict(f, results)
+	fmt.Fprintln(os.Stdout)
+	for _, l := range lines {
+		fmt.Fprintln(os.Stdout, l)
+	}
+	return nil
 }

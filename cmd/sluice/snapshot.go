@@ -98,6 +98,7 @@ func (o *snapshotOpts) run(ctx context.Context, cfg *binlog.Config, saved bool, 
 		return false, err
 	}
 	slog.Info("snapshot done; streaming continues from its position", "rows", res.Rows, "tables", res.Tables, "method", res.Method, "position", res.Position.String())
+	pr.snapMethod, pr.snapBlocked = res.Method, res.Blocked
 	if store != nil {
 		if err := saveCheckpoint(ctx, store, cp, res.Position, nil); err != nil {
 			return false, err

@@ -54,6 +54,10 @@ type printer struct {
 	// rows: the steady rate excludes connecting and the first chunk.
 	first     time.Time
 	firstRows int64
+	// snapMethod and snapBlocked are the consistent snapshot's method and
+	// the time its lock held writers back (snapshot.Result), once one ran.
+	snapMethod  string
+	snapBlocked time.Duration
 }
 
 func newPrinter(w io.Writer, o outputOpts) *printer {
@@ -108,8 +112,12 @@ func (p *printer) summary() string {
 	if d := now.Sub(p.first).Seconds(); !p.first.IsZero() && d > 0 {
 		steady, steadySecs = float64(p.rows-p.firstRows)/d, d
 	}
-	return fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f steady_rows_per_sec=%.0f steady_seconds=%.3f first_rows=%d",
+	s := fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f steady_rows_per_sec=%.0f steady_seconds=%.3f first_rows=%d",
 		p.rows, p.txns, p.bytes, secs, float64(p.rows)/secs, steady, steadySecs, p.firstRows)
+	if p.snapMethod != "" {
+		s += fmt.Sprintf(" snapshot_method=%s writers_blocked_seconds=%.6f", p.snapMethod, p.snapBlocked.Seconds())
+	}
+	return s
 }
 
 func tailCmd() *cobra.Command {
