@@ -22,6 +22,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/google/uuid"
 
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -50,6 +51,18 @@ var (
 	// ErrPurged, a new snapshot does not cure it: the position belongs to
 	// another server or history.
 	ErrPositionUnknown = errors.New("binlog: position not known to the server")
+	// ErrStatementChange means a change to a selected table was logged as
+	// an SQL statement (a session with binlog_format=STATEMENT or MIXED),
+	// not as row events: its rows are not in the binlog. The error names
+	// the table, the position, the statement's first words and the fix.
+	// Config.OnStatementChange "skip" turns it into a warning.
+	ErrStatementChange = errors.New("binlog: a change to a selected table was logged as a statement, not as rows")
+)
+
+// Config.OnStatementChange values.
+const (
+	StatementStop = "stop" // stop with ErrStatementChange (the default)
+	StatementSkip = "skip" // warn, count (Stats.StatementChanges) and go on
 )
 
 // Start modes for Config.StartAt.
@@ -112,6 +125,14 @@ type Config struct {
 	// consumer (killed before the server noticed) and is taken over; the
 	// pipeline sets it to "sluice-<pipeline>".
 	ReplicaHost string
+	// OnStatementChange says what happens to INSERT, UPDATE, DELETE,
+	// REPLACE or LOAD DATA on a selected table that the server logged as a
+	// statement instead of rows (a session or server with binlog_format
+	// STATEMENT or MIXED): StatementStop ("stop", the default when empty)
+	// ends the stream with ErrStatementChange; StatementSkip ("skip") logs
+	// a warning per statement, counts it in Stats.StatementChanges and
+	// goes on without its changes.
+	OnStatementChange string
 }
 
 // ParseSourceURL parses a source address into a Config:
@@ -199,6 +220,9 @@ func (c *Config) Validate() error {
 	if c.User == "" {
 		return errors.New("binlog: no user: give one with replication privileges")
 	}
+	if err := checkOnStatementChange(c.OnStatementChange); err != nil {
+		return err
+	}
 	if c.Start.IsZero() && c.StartAt != StartCurrent && c.StartAt != StartEarliest {
 		return fmt.Errorf("binlog: StartAt %q: want %q or %q", c.StartAt, StartCurrent, StartEarliest)
 	}
@@ -246,6 +270,7 @@ type Reader struct {
 	rowHandlers []rowHandler
 	txnHandlers []func(*Txn) error
 
+	crc        bool   // the events end in a CRC32 checksum (from the format description)
 	payloadPos uint32 // start of the transaction payload event being handled
 	// nextPos is where the next event of the stream must start (0: not
 	// known yet): a stream that skips bytes is cut and resumed.
@@ -261,6 +286,7 @@ type Reader struct {
 
 	reconnects atomic.Int64
 	replayed   atomic.Int64
+	statements atomic.Int64
 }
 
 // Stats are counters of a Reader's life.
@@ -270,11 +296,14 @@ type Stats struct {
 	// Replayed counts changes received again after a reconnection and
 	// dropped because they had been delivered before it.
 	Replayed int64
+	// StatementChanges counts DML statements on selected tables that were
+	// logged as statements and skipped (OnStatementChange "skip").
+	StatementChanges int64
 }
 
 // Stats returns the reader's counters.
 func (r *Reader) Stats() Stats {
-	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load()}
+	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load(), StatementChanges: r.statements.Load()}
 }
 
 // ServerInfo is what preflight learned about the server.
@@ -537,7 +566,8 @@ func retryable(err error) bool {
 		return true
 	}
 	if errors.Is(err, ErrPurged) || errors.Is(err, ErrPositionUnknown) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrSchemaMismatch) ||
-		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, ErrReplaced) || errors.Is(err, errHandler) {
+		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, ErrReplaced) || errors.Is(err, errHandler) ||
+		errors.Is(err, ErrStatementChange) {
 		return false
 	}
 	var myErr *mysql.MyError
@@ -1113,9 +1143,21 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 			}
 		}
 		return nil
-	case *replication.FormatDescriptionEvent, *replication.MariadbBinlogCheckPointEvent:
+	case *replication.FormatDescriptionEvent:
+		r.crc = e.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32
 		r.advanceIdle(hdr)
 		return nil
+	case *replication.MariadbBinlogCheckPointEvent:
+		r.advanceIdle(hdr)
+		return nil
+	case *replication.ExecuteLoadQueryEvent:
+		// LOAD DATA logged as a statement (the file's bytes came before
+		// in BEGIN_LOAD_QUERY events).
+		db, q, err := executeLoadQuery(ev.RawData, r.crc)
+		if err != nil {
+			return fmt.Errorf("%w: EXECUTE_LOAD_QUERY event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos-hdr.EventSize, err)
+		}
+		return r.statementChange(hdr, db, q)
 	case *replication.PreviousGTIDsEvent:
 		// A file starts with the GTID state before it: when nothing else
 		// gave the state (reading files), start from it.
@@ -1260,6 +1302,9 @@ func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time
 
 func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, h *eventHandler) error {
 	q := strings.TrimSpace(string(e.Query))
+	if err := r.statementChange(hdr, string(e.Schema), q); err != nil {
+		return err
+	}
 	switch {
 	case strings.EqualFold(q, "BEGIN"):
 		if !r.asm.open {
@@ -1284,6 +1329,96 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 		txn.Changes = append(txn.Changes, Change{Op: OpDDL, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize})
 	}
 	return r.commit(hdr, h)
+}
+
+// executeLoadQuery reads the default database and the statement of an
+// EXECUTE_LOAD_QUERY event (raw: header, body and, with crc, the
+// checksum): the query event's fixed part (thread id 4, time 4, database
+// length 1, error code 2, status length 2), then file id 4, start and end
+// offsets 4+4 and the duplicate handling 1, the status variables, the
+// database, a NUL and the statement.
+func executeLoadQuery(raw []byte, crc bool) (db, q string, err error) {
+	body := raw[min(len(raw), replication.EventHeaderSize):]
+	if crc {
+		if len(body) < 4 {
+			return "", "", errors.New("event too short")
+		}
+		body = body[:len(body)-4]
+	}
+	const fixed = 13 + 13
+	if len(body) < fixed {
+		return "", "", fmt.Errorf("%d bytes, want at least %d", len(body), fixed)
+	}
+	dbLen := int(body[8])
+	statusLen := int(body[11]) | int(body[12])<<8
+	rest := body[fixed:]
+	if len(rest) < statusLen+dbLen+1 {
+		return "", "", fmt.Errorf("status variables (%d bytes) and database name (%d) longer than the event", statusLen, dbLen)
+	}
+	rest = rest[statusLen:]
+	return string(rest[:dbLen]), string(rest[dbLen+1:]), nil
+}
+
+func checkOnStatementChange(v string) error {
+	switch v {
+	case "", StatementStop, StatementSkip:
+		return nil
+	}
+	return fmt.Errorf("binlog: on_statement_change %q: want %q (stop the stream, the default) or %q (warn and go on without the statement's changes)", v, StatementStop, StatementSkip)
+}
+
+// statementChange stops the stream (or, with OnStatementChange "skip",
+// warns) at a DML statement on a selected table that the server logged as
+// a statement: its rows are not in the binlog and would be lost without a
+// word. A DML statement the grammar cannot read counts as touching a
+// selected table when its default database is selected, or it has none,
+// or it names a selected database (the rule DDL is matched by).
+func (r *Reader) statementChange(hdr *replication.EventHeader, db, q string) error {
+	st := sqlstmt.Parse(q, db)
+	if st.Kind != sqlstmt.DML {
+		return nil
+	}
+	var hit []string
+	if st.Parsed {
+		for _, t := range st.Tables {
+			if r.cfg.Tables.Match(t.Schema, t.Name) {
+				hit = append(hit, t.String())
+			}
+		}
+	} else if db == "" || r.cfg.Tables.MatchSchema(db) || ddlMentionsSelected(q, r.cfg.Tables) {
+		what := "a table of database " + db
+		if db == "" {
+			what = "a table (no default database)"
+		}
+		hit = append(hit, what+" (the statement could not be parsed)")
+	}
+	if len(hit) == 0 {
+		return nil
+	}
+	where := eventPos{r.file, hdr.LogPos - hdr.EventSize}
+	if r.payloadPos != 0 {
+		where.pos = r.payloadPos
+	}
+	gtid := r.asm.gtid
+	if gtid == "" {
+		gtid = "none"
+	}
+	preview := sqlstmt.Preview(q, 80)
+	fix := "SET GLOBAL binlog_format = 'ROW'"
+	if r.server.Version.Flavor != "" {
+		fix = r.server.Version.setGlobal("binlog_format", "ROW")
+	}
+	if r.cfg.OnStatementChange == StatementSkip {
+		r.statements.Add(1)
+		r.log().Warn("skipped a change logged as a statement: its rows are not in the binlog and are not delivered (on_statement_change: skip)",
+			"tables", strings.Join(hit, ", "), "at", where.String(), "gtid", gtid, "statement", preview,
+			"fix", "the session that wrote it must use binlog_format=ROW (SET SESSION binlog_format = 'ROW'); server: "+fix)
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s at %s (GTID %s): %q. The server logged it with binlog_format STATEMENT or MIXED, so its rows are not in the binlog. "+
+		"Make the session that wrote it use ROW (SET SESSION binlog_format = 'ROW', or reconnect it after %s); then take a new snapshot of %s, "+
+		"or set on_statement_change: skip to warn and go on without such changes",
+		ErrStatementChange, st.Verb, strings.Join(hit, ", "), where, gtid, preview, fix, strings.Join(hit, ", "))
 }
 
 func isDDL(q string) bool {
