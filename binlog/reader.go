@@ -270,6 +270,10 @@ type Reader struct {
 	rowHandlers []rowHandler
 	txnHandlers []func(*Txn) error
 
+	// prepared are the XA transactions seen prepared and not yet
+	// resolved, by XID; fetch is set while a prepared part is re-read.
+	prepared   map[string]xaPrepared
+	fetch      *xaFetch
 	crc        bool   // the events end in a CRC32 checksum (from the format description)
 	payloadPos uint32 // start of the transaction payload event being handled
 	// nextPos is where the next event of the stream must start (0: not
@@ -339,6 +343,11 @@ type assembly struct {
 	// delivered counts the changes (in transaction order) already handed
 	// out in earlier chunks.
 	delivered int
+	// start is where the transaction's first event starts.
+	start position.Position
+	// xa: an XA transaction's part being passed over (its changes are
+	// read again at its commit); xaTouched: it changes a selected table.
+	xa, xaTouched bool
 }
 
 // skipState drops the changes of a transaction that were already delivered
@@ -535,6 +544,14 @@ func (r *Reader) loop() error {
 		delivered, err := r.stream()
 		if r.ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, errXAFetch) {
+			// A prepared part to re-read (r.fetch), or one delivered:
+			// stream on after its commit.
+			if r.fetch != nil && r.fetch.done {
+				r.fetch = nil
+			}
+			continue
 		}
 		if errors.Is(err, io.EOF) {
 			return io.EOF
@@ -927,7 +944,10 @@ func (r *Reader) stream() (delivered bool, err error) {
 	r.nextPos, r.atStmt = 0, false
 	r.file = r.resume.File
 	var s *replication.BinlogStreamer
-	if r.resume.GTIDs != "" && !r.startByFile && r.byGTID {
+	if f := r.fetch; f != nil {
+		r.file = f.from.File
+		s, err = syncer.StartSync(mysql.Position{Name: f.from.File, Pos: f.from.Offset})
+	} else if r.resume.GTIDs != "" && !r.startByFile && r.byGTID {
 		s, err = syncer.StartSyncGTID(r.gset.Clone().Set)
 	} else {
 		s, err = syncer.StartSync(mysql.Position{Name: r.resume.File, Pos: r.resume.Offset})
@@ -1191,6 +1211,7 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 	case *replication.MariadbGTIDEvent:
 		r.beginTxn(hdr, fmt.Sprintf("%d-%d-%d", e.GTID.DomainID, e.GTID.ServerID, e.GTID.SequenceNumber), time.Unix(int64(hdr.Timestamp), 0))
 		r.asm.hasBegin = !e.IsStandalone()
+		r.asm.xa = e.Flags&mariadbFlPreparedXA != 0 && r.fetch == nil
 		return nil
 	case *replication.GTIDEvent:
 		return r.mysqlGTID(hdr, e, "")
@@ -1202,6 +1223,11 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		return nil // kept by the parser; resolved when rows arrive
 	case *replication.RowsEvent:
 		return r.rows(hdr, e, ev.Header.EventType, h)
+	case *replication.GenericEvent:
+		if hdr.EventType == replication.XA_PREPARE_LOG_EVENT {
+			return r.xaPrepare(hdr, e.Data, h)
+		}
+		return nil
 	case *replication.XIDEvent:
 		return r.commit(hdr, h)
 	case *replication.TransactionPayloadEvent:
@@ -1290,7 +1316,14 @@ func (r *Reader) mysqlGTID(hdr *replication.EventHeader, e *replication.GTIDEven
 }
 
 func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time.Time) {
-	r.asm = assembly{open: true, gtid: gtid, serverID: hdr.ServerID, commit: commit, begin: r.resume}
+	serverID := hdr.ServerID
+	if f := r.fetch; f != nil {
+		// Re-reading an XA transaction's prepared part: it is delivered as
+		// its commit.
+		gtid, commit, serverID = f.gtid, f.commitTime, f.serverID
+	}
+	r.asm = assembly{open: true, gtid: gtid, serverID: serverID, commit: commit, begin: r.resume,
+		start: position.Position{File: r.file, Offset: hdr.LogPos - hdr.EventSize, Flavor: r.flavor}}
 	if r.skip.matches(&r.asm) {
 		// Replaying a transaction that was cut by a lost connection.
 		r.asm.chunk = r.skip.chunk
@@ -1302,6 +1335,28 @@ func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time
 
 func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, h *eventHandler) error {
 	q := strings.TrimSpace(string(e.Query))
+	if verb, xid, ok := xaStatement(q); ok {
+		switch verb {
+		case "START": // MySQL: the prepared part (or a one-phase XA) begins
+			if !r.asm.open {
+				r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
+			}
+			r.asm.hasBegin = true
+			r.asm.xa = r.fetch == nil
+		case "COMMIT", "ROLLBACK":
+			if r.fetch != nil {
+				return nil
+			}
+			if !r.asm.open {
+				r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
+			}
+			return r.xaOutcome(hdr, verb, xid, h)
+		}
+		return nil // XA END; the XA_PREPARE event ends the part
+	}
+	if r.asm.xa {
+		return nil // read again, and checked, at the XA transaction's commit
+	}
 	if err := r.statementChange(hdr, string(e.Schema), q); err != nil {
 		return err
 	}
@@ -1445,6 +1500,9 @@ func ddlMentionsSelected(q string, f *Filter) bool {
 func (r *Reader) chunk() *Txn {
 	if r.asm.txn == nil {
 		r.asm.txn = &Txn{GTID: r.asm.gtid, ServerID: r.asm.serverID, CommitTime: r.asm.commit, Begin: r.asm.begin, Chunk: r.asm.chunk}
+		if f := r.fetch; f != nil {
+			r.asm.txn.XID, r.asm.txn.PrepareGTID = f.xid, f.prepare
+		}
 		r.decoder.reset()
 		if r.arenas == nil {
 			r.arenas = make(chan *chunkArena, 8)
@@ -1466,6 +1524,10 @@ func (r *Reader) chunk() *Txn {
 func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, typ replication.EventType, h *eventHandler) error {
 	tm := e.Table
 	if tm == nil || !r.cfg.Tables.Match(string(tm.Schema), string(tm.Table)) {
+		return nil
+	}
+	if r.asm.xa {
+		r.asm.xaTouched = true // read again at its commit
 		return nil
 	}
 	evPos := hdr.LogPos - hdr.EventSize
@@ -1612,12 +1674,14 @@ func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
 		return nil
 	}
 	end := position.Position{File: r.file, Offset: hdr.LogPos, Flavor: r.flavor}
-	if r.asm.gtid != "" && r.gset.Set == nil {
+	if f := r.fetch; f != nil {
+		end, r.gset = f.end, f.gset.Clone()
+	} else if r.asm.gtid != "" && r.gset.Set == nil {
 		if g, err := position.ParseGTIDSet(r.flavor, ""); err == nil {
 			r.gset = g
 		}
 	}
-	if r.asm.gtid != "" {
+	if r.asm.gtid != "" && r.fetch == nil {
 		if err := r.gset.Add(r.asm.gtid); err != nil {
 			return err
 		}
@@ -1681,7 +1745,7 @@ func (r *Reader) maybeProgress(hdr *replication.EventHeader, h *eventHandler) er
 // transaction (the header events of a binlog file), so that Delivered
 // reaches the server's end of binlog when nothing else is written.
 func (r *Reader) advanceIdle(hdr *replication.EventHeader) {
-	if r.emit != nil || r.asm.open || hdr.LogPos == 0 || r.file != r.resume.File || hdr.LogPos <= r.resume.Offset {
+	if r.emit != nil || r.fetch != nil || r.asm.open || hdr.LogPos == 0 || r.file != r.resume.File || hdr.LogPos <= r.resume.Offset {
 		return
 	}
 	r.resume.Offset = hdr.LogPos
