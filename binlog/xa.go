@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
+	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 
 	"github.com/sluice-cdc/sluice/position"
@@ -248,11 +249,11 @@ func (r *Reader) locatePrepared(xid string, before position.Position) (position.
 // scanPrepared returns the start of the last prepared part named want
 // ("XA PREPARE xid") in file before the position before (0: none).
 func scanPrepared(c *client.Conn, file, want string, before position.Position) (uint32, error) {
-	const page = 2000
+	page := showEventsPage
 	var from uint64 = 4
 	var lastStart, found uint32
 	for {
-		rs, err := c.Execute(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT %d", strings.ReplaceAll(file, "'", "''"), from, page))
+		rs, err := c.Execute(fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT %d", mysql.Escape(file), from, page))
 		if err != nil {
 			return 0, fmt.Errorf("binlog: looking for an XA transaction's prepared part: SHOW BINLOG EVENTS IN '%s': %w", file, brief(err))
 		}
