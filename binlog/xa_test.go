@@ -144,3 +144,64 @@ func mustGTIDs(t *testing.T, f position.Flavor, s string) position.GTIDSet {
 	}
 	return g
 }
+
+// TestXAFetchReconnect: a connection lost while a committed XA
+// transaction's prepared part is read again (after its first chunks were
+// delivered) resumes it: every row once, in chunks numbered on.
+func TestXAFetchReconnect(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		const n = 30000 // more than the socket buffers hold
+		exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(255))")
+		start := binlogEnd(t, db)
+		setup, from := seqRows(db, n)
+		exec(t, db, append(setup, "XA START 'big'", "INSERT INTO shop.t SELECT seq, REPEAT('x', 250) FROM "+from, "XA END 'big'", "XA PREPARE 'big'")...)
+		exec(t, db, "INSERT INTO shop.t VALUES (50000, 'between')")
+		exec(t, db, "XA COMMIT 'big'")
+		exec(t, db, "INSERT INTO shop.t VALUES (50001, 'last')")
+		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.ChunkBytes = 16 << 10 })
+		if txn := next(t, r); txn.Changes[0].After[0].Int() != 50000 {
+			t.Fatalf("first delivered %d, want 50000", txn.Changes[0].After[0].Int())
+		}
+		first := next(t, r)
+		if first.XID == "" || first.Last || first.Chunk != 0 {
+			t.Fatalf("want the first of several chunks of the XA transaction, got chunk %d last %v XID %q", first.Chunk, first.Last, first.XID)
+		}
+		// The reader is held back by the unread chunks: its connection is
+		// inside the prepared part. Cut it.
+		killDump(t, db)
+		seen := map[int64]int{}
+		count := func(txn *binlog.Txn) {
+			for _, ch := range txn.Changes {
+				seen[ch.After[0].Int()]++
+			}
+		}
+		count(first)
+		chunk := first.Chunk
+		for {
+			txn := next(t, r)
+			if txn.XID == "" {
+				t.Fatalf("chunk %d: not part of the XA transaction", txn.Chunk)
+			}
+			if txn.Chunk != chunk+1 {
+				t.Fatalf("chunk %d after chunk %d", txn.Chunk, chunk)
+			}
+			chunk = txn.Chunk
+			count(txn)
+			if txn.Last {
+				break
+			}
+		}
+		if last := next(t, r); last.Changes[0].After[0].Int() != 50001 {
+			t.Fatalf("after the XA transaction: %d, want 50001", last.Changes[0].After[0].Int())
+		}
+		for id := int64(1); id <= n; id++ {
+			if seen[id] != 1 {
+				t.Fatalf("row %d delivered %d times", id, seen[id])
+			}
+		}
+		if len(seen) != n || r.Stats().Reconnects == 0 {
+			t.Fatalf("%d rows, %d reconnects; want %d rows and a reconnection", len(seen), r.Stats().Reconnects, n)
+		}
+	})
+}
