@@ -55,6 +55,32 @@
 // position to resume from. A Txn with no changes may arrive now and then:
 // it reports progress past transactions that touched no selected table.
 //
+// # XA transactions
+//
+// An XA transaction (XA START ... XA END, XA PREPARE, later XA COMMIT)
+// is delivered when it commits, in commit order, as one transaction: its
+// changes, GTID the commit's, PrepareGTID the prepared part's, XID its
+// XID (X'gtrid',X'bqual',formatID), End after the XA COMMIT. A rolled back
+// one is never delivered. The prepared part is not held in memory: it is
+// passed over on the stream (positions move past it like past a
+// transaction without selected changes) and read again from the binlog
+// at its commit, in chunks like any transaction; a commit whose prepared
+// part came before the reader's start (a restart, a position saved
+// between PREPARE and COMMIT) finds it with SHOW BINLOG EVENTS. MySQL's
+// XA COMMIT ... ONE PHASE is delivered at once. ReadFiles stops with an
+// error at an XA transaction that changes selected tables.
+//
+// # Changes logged as statements
+//
+// A session with binlog_format STATEMENT or MIXED writes INSERT, UPDATE,
+// DELETE, REPLACE and LOAD DATA as SQL text, without rows. Such a
+// statement on a selected table (parsed by internal/sqlstmt; one the
+// grammar cannot read counts when its default database is selected)
+// stops the reader with ErrStatementChange, naming the table, the
+// position, the statement's first words (never its values) and the fix;
+// with Config.OnStatementChange "skip" it is a warning and a count
+// (Stats.StatementChanges) instead.
+//
 // # Values
 //
 // Row values are binlog.Value structs, typed by the column: signed and

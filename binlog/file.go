@@ -27,11 +27,16 @@ type FileConfig struct {
 	// ChunkBytes bounds one Txn chunk, as in Config.
 	ChunkBytes int
 	Logger     *slog.Logger
+	// OnStatementChange is as in Config: "stop" (default) or "skip".
+	OnStatementChange string
 }
 
 // ReadFiles decodes binlog files from disk, in the given order, the same
 // way the Reader decodes a live stream, calling fn for every transaction.
 func ReadFiles(ctx context.Context, files []string, cfg FileConfig, fn func(*Txn) error) error {
+	if err := checkOnStatementChange(cfg.OnStatementChange); err != nil {
+		return err
+	}
 	fr := newFileReader(ctx, cfg, fn)
 	for _, name := range files {
 		f, err := os.Open(name)
@@ -50,6 +55,9 @@ func ReadFiles(ctx context.Context, files []string, cfg FileConfig, fn func(*Txn
 // ReadStream decodes one binlog file's bytes (starting with the 4-byte
 // binlog magic) from r. name is used in positions and messages.
 func ReadStream(ctx context.Context, name string, r io.Reader, cfg FileConfig, fn func(*Txn) error) error {
+	if err := checkOnStatementChange(cfg.OnStatementChange); err != nil {
+		return err
+	}
 	return newFileReader(ctx, cfg, fn).read(name, r)
 }
 
@@ -59,7 +67,7 @@ type fileReader struct {
 }
 
 func newFileReader(ctx context.Context, cfg FileConfig, fn func(*Txn) error) *fileReader {
-	rc := Config{Addr: "file", User: "file", Tables: cfg.Tables, ChunkBytes: cfg.ChunkBytes, Logger: cfg.Logger, ServerID: 1}
+	rc := Config{Addr: "file", User: "file", Tables: cfg.Tables, ChunkBytes: cfg.ChunkBytes, Logger: cfg.Logger, ServerID: 1, OnStatementChange: cfg.OnStatementChange}
 	rc.setDefaults()
 	r := &Reader{cfg: rc, ctx: ctx, flavor: cfg.Flavor, schemas: newSchemaCache(cfg.Schema)}
 	r.schemas.mariaDB = r.flavor == position.MariaDB

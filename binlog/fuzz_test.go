@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
@@ -159,6 +160,40 @@ func FuzzJSONB(f *testing.F) {
 		// in a string), whatever the offsets say.
 		if len(out) > 6*len(doc)+32 {
 			t.Fatalf("%d bytes of text from %d bytes of input", len(out), len(doc))
+		}
+	})
+}
+
+// FuzzXAPrepare feeds XA_PREPARE_LOG_EVENT bodies to their parser: an
+// error or an XID in the servers' X'..',X'..',N form, never a panic.
+func FuzzXAPrepare(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 'a', '1'})
+	f.Add([]byte{1, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 'x', 'y'})
+	f.Add([]byte{0, 0xff, 0xff, 0xff, 0xff, 64, 0, 0, 0, 64, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ev, err := parseXAPrepare(body)
+		if err == nil && (!strings.HasPrefix(ev.xid, "X'") || strings.Count(ev.xid, "'") != 4) {
+			t.Fatalf("XID %q", ev.xid)
+		}
+		if err == nil && ev.xid != normalizeXID(ev.xid) {
+			t.Fatalf("XID %q not normalized", ev.xid)
+		}
+	})
+}
+
+// FuzzExecuteLoadQuery feeds EXECUTE_LOAD_QUERY events to their parser.
+func FuzzExecuteLoadQuery(f *testing.F) {
+	body := make([]byte, 26)
+	body[8] = 4 // database length
+	ev := append(make([]byte, 19), body...)
+	ev = append(ev, "shop\x00LOAD DATA INFILE 'x' INTO TABLE t"...)
+	f.Add(ev, false)
+	f.Add(append(ev, 1, 2, 3, 4), true)
+	f.Add([]byte{1, 2, 3}, true)
+	f.Fuzz(func(t *testing.T, raw []byte, crc bool) {
+		db, q, err := executeLoadQuery(raw, crc)
+		if err == nil && len(db)+len(q) > len(raw) {
+			t.Fatalf("read %d bytes from %d", len(db)+len(q), len(raw))
 		}
 	})
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/google/uuid"
 
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -50,6 +51,18 @@ var (
 	// ErrPurged, a new snapshot does not cure it: the position belongs to
 	// another server or history.
 	ErrPositionUnknown = errors.New("binlog: position not known to the server")
+	// ErrStatementChange means a change to a selected table was logged as
+	// an SQL statement (a session with binlog_format=STATEMENT or MIXED),
+	// not as row events: its rows are not in the binlog. The error names
+	// the table, the position, the statement's first words and the fix.
+	// Config.OnStatementChange "skip" turns it into a warning.
+	ErrStatementChange = errors.New("binlog: a change to a selected table was logged as a statement, not as rows")
+)
+
+// Config.OnStatementChange values.
+const (
+	StatementStop = "stop" // stop with ErrStatementChange (the default)
+	StatementSkip = "skip" // warn, count (Stats.StatementChanges) and go on
 )
 
 // Start modes for Config.StartAt.
@@ -112,6 +125,14 @@ type Config struct {
 	// consumer (killed before the server noticed) and is taken over; the
 	// pipeline sets it to "sluice-<pipeline>".
 	ReplicaHost string
+	// OnStatementChange says what happens to INSERT, UPDATE, DELETE,
+	// REPLACE or LOAD DATA on a selected table that the server logged as a
+	// statement instead of rows (a session or server with binlog_format
+	// STATEMENT or MIXED): StatementStop ("stop", the default when empty)
+	// ends the stream with ErrStatementChange; StatementSkip ("skip") logs
+	// a warning per statement, counts it in Stats.StatementChanges and
+	// goes on without its changes.
+	OnStatementChange string
 }
 
 // ParseSourceURL parses a source address into a Config:
@@ -199,6 +220,9 @@ func (c *Config) Validate() error {
 	if c.User == "" {
 		return errors.New("binlog: no user: give one with replication privileges")
 	}
+	if err := checkOnStatementChange(c.OnStatementChange); err != nil {
+		return err
+	}
 	if c.Start.IsZero() && c.StartAt != StartCurrent && c.StartAt != StartEarliest {
 		return fmt.Errorf("binlog: StartAt %q: want %q or %q", c.StartAt, StartCurrent, StartEarliest)
 	}
@@ -246,6 +270,11 @@ type Reader struct {
 	rowHandlers []rowHandler
 	txnHandlers []func(*Txn) error
 
+	// prepared are the XA transactions seen prepared and not yet
+	// resolved, by XID; fetch is set while a prepared part is re-read.
+	prepared   map[string]xaPrepared
+	fetch      *xaFetch
+	crc        bool   // the events end in a CRC32 checksum (from the format description)
 	payloadPos uint32 // start of the transaction payload event being handled
 	// nextPos is where the next event of the stream must start (0: not
 	// known yet): a stream that skips bytes is cut and resumed.
@@ -261,6 +290,7 @@ type Reader struct {
 
 	reconnects atomic.Int64
 	replayed   atomic.Int64
+	statements atomic.Int64
 }
 
 // Stats are counters of a Reader's life.
@@ -270,11 +300,14 @@ type Stats struct {
 	// Replayed counts changes received again after a reconnection and
 	// dropped because they had been delivered before it.
 	Replayed int64
+	// StatementChanges counts DML statements on selected tables that were
+	// logged as statements and skipped (OnStatementChange "skip").
+	StatementChanges int64
 }
 
 // Stats returns the reader's counters.
 func (r *Reader) Stats() Stats {
-	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load()}
+	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load(), StatementChanges: r.statements.Load()}
 }
 
 // ServerInfo is what preflight learned about the server.
@@ -310,6 +343,11 @@ type assembly struct {
 	// delivered counts the changes (in transaction order) already handed
 	// out in earlier chunks.
 	delivered int
+	// start is where the transaction's first event starts.
+	start position.Position
+	// xa: an XA transaction's part being passed over (its changes are
+	// read again at its commit); xaTouched: it changes a selected table.
+	xa, xaTouched bool
 }
 
 // skipState drops the changes of a transaction that were already delivered
@@ -507,6 +545,14 @@ func (r *Reader) loop() error {
 		if r.ctx.Err() != nil {
 			return nil
 		}
+		if errors.Is(err, errXAFetch) {
+			// A prepared part to re-read (r.fetch), or one delivered:
+			// stream on after its commit.
+			if r.fetch != nil && r.fetch.done {
+				r.fetch = nil
+			}
+			continue
+		}
 		if errors.Is(err, io.EOF) {
 			return io.EOF
 		}
@@ -537,7 +583,8 @@ func retryable(err error) bool {
 		return true
 	}
 	if errors.Is(err, ErrPurged) || errors.Is(err, ErrPositionUnknown) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrSchemaMismatch) ||
-		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, ErrReplaced) || errors.Is(err, errHandler) {
+		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, ErrReplaced) || errors.Is(err, errHandler) ||
+		errors.Is(err, ErrStatementChange) {
 		return false
 	}
 	var myErr *mysql.MyError
@@ -897,7 +944,10 @@ func (r *Reader) stream() (delivered bool, err error) {
 	r.nextPos, r.atStmt = 0, false
 	r.file = r.resume.File
 	var s *replication.BinlogStreamer
-	if r.resume.GTIDs != "" && !r.startByFile && r.byGTID {
+	if f := r.fetch; f != nil {
+		r.file = f.from.File
+		s, err = syncer.StartSync(mysql.Position{Name: f.from.File, Pos: f.from.Offset})
+	} else if r.resume.GTIDs != "" && !r.startByFile && r.byGTID {
 		s, err = syncer.StartSyncGTID(r.gset.Clone().Set)
 	} else {
 		s, err = syncer.StartSync(mysql.Position{Name: r.resume.File, Pos: r.resume.Offset})
@@ -1113,9 +1163,21 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 			}
 		}
 		return nil
-	case *replication.FormatDescriptionEvent, *replication.MariadbBinlogCheckPointEvent:
+	case *replication.FormatDescriptionEvent:
+		r.crc = e.ChecksumAlgorithm == replication.BINLOG_CHECKSUM_ALG_CRC32
 		r.advanceIdle(hdr)
 		return nil
+	case *replication.MariadbBinlogCheckPointEvent:
+		r.advanceIdle(hdr)
+		return nil
+	case *replication.ExecuteLoadQueryEvent:
+		// LOAD DATA logged as a statement (the file's bytes came before
+		// in BEGIN_LOAD_QUERY events).
+		db, q, err := executeLoadQuery(ev.RawData, r.crc)
+		if err != nil {
+			return fmt.Errorf("%w: EXECUTE_LOAD_QUERY event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos-hdr.EventSize, err)
+		}
+		return r.statementChange(hdr, db, q)
 	case *replication.PreviousGTIDsEvent:
 		// A file starts with the GTID state before it: when nothing else
 		// gave the state (reading files), start from it.
@@ -1149,6 +1211,7 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 	case *replication.MariadbGTIDEvent:
 		r.beginTxn(hdr, fmt.Sprintf("%d-%d-%d", e.GTID.DomainID, e.GTID.ServerID, e.GTID.SequenceNumber), time.Unix(int64(hdr.Timestamp), 0))
 		r.asm.hasBegin = !e.IsStandalone()
+		r.asm.xa = e.Flags&mariadbFlPreparedXA != 0 && r.fetch == nil
 		return nil
 	case *replication.GTIDEvent:
 		return r.mysqlGTID(hdr, e, "")
@@ -1160,6 +1223,11 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		return nil // kept by the parser; resolved when rows arrive
 	case *replication.RowsEvent:
 		return r.rows(hdr, e, ev.Header.EventType, h)
+	case *replication.GenericEvent:
+		if hdr.EventType == replication.XA_PREPARE_LOG_EVENT {
+			return r.xaPrepare(hdr, e.Data, h)
+		}
+		return nil
 	case *replication.XIDEvent:
 		return r.commit(hdr, h)
 	case *replication.TransactionPayloadEvent:
@@ -1248,7 +1316,14 @@ func (r *Reader) mysqlGTID(hdr *replication.EventHeader, e *replication.GTIDEven
 }
 
 func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time.Time) {
-	r.asm = assembly{open: true, gtid: gtid, serverID: hdr.ServerID, commit: commit, begin: r.resume}
+	serverID := hdr.ServerID
+	if f := r.fetch; f != nil {
+		// Re-reading an XA transaction's prepared part: it is delivered as
+		// its commit.
+		gtid, commit, serverID = f.gtid, f.commitTime, f.serverID
+	}
+	r.asm = assembly{open: true, gtid: gtid, serverID: serverID, commit: commit, begin: r.resume,
+		start: position.Position{File: r.file, Offset: hdr.LogPos - hdr.EventSize, Flavor: r.flavor}}
 	if r.skip.matches(&r.asm) {
 		// Replaying a transaction that was cut by a lost connection.
 		r.asm.chunk = r.skip.chunk
@@ -1260,6 +1335,31 @@ func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time
 
 func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, h *eventHandler) error {
 	q := strings.TrimSpace(string(e.Query))
+	if verb, xid, ok := xaStatement(q); ok {
+		switch verb {
+		case "START": // MySQL: the prepared part (or a one-phase XA) begins
+			if !r.asm.open {
+				r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
+			}
+			r.asm.hasBegin = true
+			r.asm.xa = r.fetch == nil
+		case "COMMIT", "ROLLBACK":
+			if r.fetch != nil {
+				return nil
+			}
+			if !r.asm.open {
+				r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
+			}
+			return r.xaOutcome(hdr, verb, xid, h)
+		}
+		return nil // XA END; the XA_PREPARE event ends the part
+	}
+	if r.asm.xa {
+		return nil // read again, and checked, at the XA transaction's commit
+	}
+	if err := r.statementChange(hdr, string(e.Schema), q); err != nil {
+		return err
+	}
 	switch {
 	case strings.EqualFold(q, "BEGIN"):
 		if !r.asm.open {
@@ -1286,6 +1386,96 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 	return r.commit(hdr, h)
 }
 
+// executeLoadQuery reads the default database and the statement of an
+// EXECUTE_LOAD_QUERY event (raw: header, body and, with crc, the
+// checksum): the query event's fixed part (thread id 4, time 4, database
+// length 1, error code 2, status length 2), then file id 4, start and end
+// offsets 4+4 and the duplicate handling 1, the status variables, the
+// database, a NUL and the statement.
+func executeLoadQuery(raw []byte, crc bool) (db, q string, err error) {
+	body := raw[min(len(raw), replication.EventHeaderSize):]
+	if crc {
+		if len(body) < 4 {
+			return "", "", errors.New("event too short")
+		}
+		body = body[:len(body)-4]
+	}
+	const fixed = 13 + 13
+	if len(body) < fixed {
+		return "", "", fmt.Errorf("%d bytes, want at least %d", len(body), fixed)
+	}
+	dbLen := int(body[8])
+	statusLen := int(body[11]) | int(body[12])<<8
+	rest := body[fixed:]
+	if len(rest) < statusLen+dbLen+1 {
+		return "", "", fmt.Errorf("status variables (%d bytes) and database name (%d) longer than the event", statusLen, dbLen)
+	}
+	rest = rest[statusLen:]
+	return string(rest[:dbLen]), string(rest[dbLen+1:]), nil
+}
+
+func checkOnStatementChange(v string) error {
+	switch v {
+	case "", StatementStop, StatementSkip:
+		return nil
+	}
+	return fmt.Errorf("binlog: on_statement_change %q: want %q (stop the stream, the default) or %q (warn and go on without the statement's changes)", v, StatementStop, StatementSkip)
+}
+
+// statementChange stops the stream (or, with OnStatementChange "skip",
+// warns) at a DML statement on a selected table that the server logged as
+// a statement: its rows are not in the binlog and would be lost without a
+// word. A DML statement the grammar cannot read counts as touching a
+// selected table when its default database is selected, or it has none,
+// or it names a selected database (the rule DDL is matched by).
+func (r *Reader) statementChange(hdr *replication.EventHeader, db, q string) error {
+	st := sqlstmt.Parse(q, db)
+	if st.Kind != sqlstmt.DML {
+		return nil
+	}
+	var hit []string
+	if st.Parsed {
+		for _, t := range st.Tables {
+			if r.cfg.Tables.Match(t.Schema, t.Name) {
+				hit = append(hit, t.String())
+			}
+		}
+	} else if db == "" || r.cfg.Tables.MatchSchema(db) || ddlMentionsSelected(q, r.cfg.Tables) {
+		what := "a table of database " + db
+		if db == "" {
+			what = "a table (no default database)"
+		}
+		hit = append(hit, what+" (the statement could not be parsed)")
+	}
+	if len(hit) == 0 {
+		return nil
+	}
+	where := eventPos{r.file, hdr.LogPos - hdr.EventSize}
+	if r.payloadPos != 0 {
+		where.pos = r.payloadPos
+	}
+	gtid := r.asm.gtid
+	if gtid == "" {
+		gtid = "none"
+	}
+	preview := sqlstmt.Preview(q, 80)
+	fix := "SET GLOBAL binlog_format = 'ROW'"
+	if r.server.Version.Flavor != "" {
+		fix = r.server.Version.setGlobal("binlog_format", "ROW")
+	}
+	if r.cfg.OnStatementChange == StatementSkip {
+		r.statements.Add(1)
+		r.log().Warn("skipped a change logged as a statement: its rows are not in the binlog and are not delivered (on_statement_change: skip)",
+			"tables", strings.Join(hit, ", "), "at", where.String(), "gtid", gtid, "statement", preview,
+			"fix", "the session that wrote it must use binlog_format=ROW (SET SESSION binlog_format = 'ROW'); server: "+fix)
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s at %s (GTID %s): %q. The server logged it with binlog_format STATEMENT or MIXED, so its rows are not in the binlog. "+
+		"Make the session that wrote it use ROW (SET SESSION binlog_format = 'ROW', or reconnect it after %s); then take a new snapshot of %s, "+
+		"or set on_statement_change: skip to warn and go on without such changes",
+		ErrStatementChange, st.Verb, strings.Join(hit, ", "), where, gtid, preview, fix, strings.Join(hit, ", "))
+}
+
 func isDDL(q string) bool {
 	word, _, _ := strings.Cut(strings.TrimLeft(q, " \t\n/*"), " ")
 	switch strings.ToUpper(word) {
@@ -1310,6 +1500,9 @@ func ddlMentionsSelected(q string, f *Filter) bool {
 func (r *Reader) chunk() *Txn {
 	if r.asm.txn == nil {
 		r.asm.txn = &Txn{GTID: r.asm.gtid, ServerID: r.asm.serverID, CommitTime: r.asm.commit, Begin: r.asm.begin, Chunk: r.asm.chunk}
+		if f := r.fetch; f != nil {
+			r.asm.txn.XID, r.asm.txn.PrepareGTID = f.xid, f.prepare
+		}
 		r.decoder.reset()
 		if r.arenas == nil {
 			r.arenas = make(chan *chunkArena, 8)
@@ -1331,6 +1524,10 @@ func (r *Reader) chunk() *Txn {
 func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, typ replication.EventType, h *eventHandler) error {
 	tm := e.Table
 	if tm == nil || !r.cfg.Tables.Match(string(tm.Schema), string(tm.Table)) {
+		return nil
+	}
+	if r.asm.xa {
+		r.asm.xaTouched = true // read again at its commit
 		return nil
 	}
 	evPos := hdr.LogPos - hdr.EventSize
@@ -1477,12 +1674,14 @@ func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
 		return nil
 	}
 	end := position.Position{File: r.file, Offset: hdr.LogPos, Flavor: r.flavor}
-	if r.asm.gtid != "" && r.gset.Set == nil {
+	if f := r.fetch; f != nil {
+		end, r.gset = f.end, f.gset.Clone()
+	} else if r.asm.gtid != "" && r.gset.Set == nil {
 		if g, err := position.ParseGTIDSet(r.flavor, ""); err == nil {
 			r.gset = g
 		}
 	}
-	if r.asm.gtid != "" {
+	if r.asm.gtid != "" && r.fetch == nil {
 		if err := r.gset.Add(r.asm.gtid); err != nil {
 			return err
 		}
@@ -1546,7 +1745,7 @@ func (r *Reader) maybeProgress(hdr *replication.EventHeader, h *eventHandler) er
 // transaction (the header events of a binlog file), so that Delivered
 // reaches the server's end of binlog when nothing else is written.
 func (r *Reader) advanceIdle(hdr *replication.EventHeader) {
-	if r.emit != nil || r.asm.open || hdr.LogPos == 0 || r.file != r.resume.File || hdr.LogPos <= r.resume.Offset {
+	if r.emit != nil || r.fetch != nil || r.asm.open || hdr.LogPos == 0 || r.file != r.resume.File || hdr.LogPos <= r.resume.Offset {
 		return
 	}
 	r.resume.Offset = hdr.LogPos

@@ -95,6 +95,11 @@ type Txn struct {
 	// Heartbeat marks an empty Txn standing for a server heartbeat: the
 	// server had sent everything up to End and was idle.
 	Heartbeat bool
+	// XID is set on an XA transaction (X'gtrid',X'bqual',formatID, as the
+	// server writes it): it is delivered when it commits, with the
+	// commit's GTID in GTID and the prepared part's in PrepareGTID (empty
+	// for MySQL's one-phase XA COMMIT, which has one GTID).
+	XID, PrepareGTID string
 
 	arena *chunkArena
 	free  chan *chunkArena

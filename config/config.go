@@ -57,6 +57,11 @@ type Source struct {
 	// Heartbeat is how often the server sends a heartbeat when it has
 	// nothing to send (default 1s).
 	Heartbeat time.Duration `yaml:"heartbeat"`
+	// OnStatementChange is what happens to a change to a captured table
+	// that the server logged as an SQL statement (a session with
+	// binlog_format STATEMENT or MIXED): stop (default) or skip (a warning
+	// and the sluice_statement_changes_skipped_total metric).
+	OnStatementChange string `yaml:"on_statement_change"`
 }
 
 // Align configures skew alignment between sources (docs/SOURCES.md).
@@ -638,6 +643,11 @@ func (src *Source) validate(bad func(string, ...string) error, path ...string) e
 	}
 	if src.Heartbeat < 0 {
 		return bad("must not be negative", at("heartbeat")...)
+	}
+	switch src.OnStatementChange {
+	case "", "stop", "skip":
+	default:
+		return bad(fmt.Sprintf("%q: want stop (the default: a change logged as a statement stops the source) or skip (warn and go on without it)", src.OnStatementChange), at("on_statement_change")...)
 	}
 	return nil
 }

@@ -624,8 +624,11 @@ type SourceStatus struct {
 	Streaming, Stalled bool
 	// Queued is the bytes read and waiting for the merger (a source held
 	// back by alignment fills it).
-	Queued   int
-	Snapshot []snapshot.TableProgress
+	Queued int
+	// StatementChanges counts changes to captured tables that the server
+	// logged as statements and that were skipped (on_statement_change: skip).
+	StatementChanges int64
+	Snapshot         []snapshot.TableProgress
 	// SnapshotBlocked is how long the source's last consistent snapshot
 	// held writers back with its lock (MySQL; zero when it took none).
 	SnapshotBlocked time.Duration
@@ -684,6 +687,7 @@ func (p *Pipeline) Status() Status {
 				ss.Lag = now.Sub(ss.EventTime)
 			}
 			ss.ClockOffset, ss.ClockRTT = time.Duration(in.clock.offset.Load()), time.Duration(in.clock.rtt.Load())
+			ss.StatementChanges = in.src.statementChanges()
 		}
 	}
 	return s

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
@@ -66,6 +67,19 @@ type source struct {
 	pending    []addRequest
 	cancelNext context.CancelFunc
 	streaming  bool
+	// reader is the current binlog reader; statements counts the
+	// statement-logged changes skipped by the readers before it.
+	reader     atomic.Pointer[binlog.Reader]
+	statements atomic.Int64
+}
+
+// statementChanges is the number of statement-logged changes skipped.
+func (s *source) statementChanges() int64 {
+	n := s.statements.Load()
+	if r := s.reader.Load(); r != nil {
+		n += r.Stats().StatementChanges
+	}
+	return n
 }
 
 type addRequest struct {
@@ -164,6 +178,11 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		return err
 	}
 	defer r.Close()
+	s.reader.Store(r)
+	defer func() {
+		s.reader.Store(nil)
+		s.statements.Add(r.Stats().StatementChanges)
+	}()
 	if err := r.Ready(ctx); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 func readCmd() *cobra.Command {
 	var (
 		tables, schemaFrom string
+		onStatement        string
 		out                outputOpts
 	)
 	cmd := &cobra.Command{
@@ -32,7 +33,7 @@ func readCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fc := binlog.FileConfig{Tables: filter, Logger: slog.Default()}
+			fc := binlog.FileConfig{Tables: filter, Logger: slog.Default(), OnStatementChange: onStatement}
 			if schemaFrom != "" {
 				src, err := binlog.ParseSourceURL(schemaFrom)
 				if err != nil {
@@ -57,6 +58,7 @@ func readCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&tables, "tables", "", "tables to print, comma-separated db.table globs (default: every user table)")
+	cmd.Flags().StringVar(&onStatement, "on-statement-change", binlog.StatementStop, onStatementHelp)
 	cmd.Flags().StringVar(&schemaFrom, "schema-from", "", "server to read table definitions from when the files have no column metadata: mysql://USER:PASS@HOST:PORT")
 	out.register(cmd)
 	return cmd

@@ -169,6 +169,7 @@ func sourceConfig(sc config.Source) (pipeline.SourceConfig, error) {
 		src.ServerID = sc.ServerID
 	}
 	src.Heartbeat = sc.Heartbeat
+	src.OnStatementChange = sc.OnStatementChange
 	tables := strings.Join(sc.Tables, ",")
 	if sc.SignalTable != "" && tables != "" {
 		tables += "," + sc.SignalTable

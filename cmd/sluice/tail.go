@@ -125,6 +125,7 @@ func tailCmd() *cobra.Command {
 		source, tables, from, to, ckpt string
 		signal                         string
 		out                            outputOpts
+		onStatement                    string
 		snap                           snapshotOpts
 	)
 	cmd := &cobra.Command{
@@ -144,6 +145,10 @@ func tailCmd() *cobra.Command {
 			cfg, err := binlog.ParseSourceURL(source)
 			if err != nil {
 				return err
+			}
+			cfg.OnStatementChange = onStatement
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("--on-statement-change: %w", err)
 			}
 			var signalDB, signalTable string
 			if signal != "" {
@@ -230,6 +235,7 @@ func tailCmd() *cobra.Command {
 	f.StringVar(&tables, "tables", "", "tables to follow, comma-separated db.table globs (default: every user table)")
 	f.StringVar(&from, "from", "current", "where to start: current, earliest, FILE:POS, or gtid:SET")
 	f.StringVar(&to, "to", "", "stop after the transaction reaching FILE:POS and print a summary")
+	f.StringVar(&onStatement, "on-statement-change", binlog.StatementStop, onStatementHelp)
 	f.StringVar(&ckpt, "checkpoint", "", "file to save the position after each printed transaction, and to resume from")
 	f.StringVar(&signal, "signal-table", "", "db.table whose inserted rows (id, type='snapshot', data='db.t1,db.t2') start an incremental snapshot of those tables while streaming; on MySQL without GTIDs the watermark method writes its watermark rows (type='watermark') there")
 	out.register(cmd)
@@ -302,3 +308,5 @@ func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTabl
 		}
 	}
 }
+
+const onStatementHelp = "what a change to a selected table logged as an SQL statement (binlog_format STATEMENT or MIXED) does: stop (exit with an error naming it) or skip (warn and go on without its rows)"

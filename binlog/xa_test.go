@@ -1,0 +1,207 @@
+package binlog_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/position"
+)
+
+// xaTxn is a delivered transaction as the XA tests compare it.
+type xaTxn struct {
+	ids      []int64
+	gtid     string
+	xid      string
+	prepared string
+	end      position.Position
+}
+
+// collectXA reads whole transactions (chunks joined) until one holds the
+// id last.
+func collectXA(t *testing.T, r *binlog.Reader, last int64) []xaTxn {
+	t.Helper()
+	var out []xaTxn
+	var cur *xaTxn
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		txn, err := r.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("Next: %v (so far %+v)", err, out)
+		}
+		if cur == nil {
+			cur = &xaTxn{gtid: txn.GTID, xid: txn.XID, prepared: txn.PrepareGTID}
+		}
+		for _, ch := range txn.Changes {
+			if ch.Op == binlog.OpInsert {
+				cur.ids = append(cur.ids, ch.After[0].Int())
+			}
+		}
+		if !txn.Last {
+			continue
+		}
+		cur.end = txn.End
+		if len(cur.ids) > 0 {
+			out = append(out, *cur)
+			if slices.Contains(cur.ids, last) {
+				return out
+			}
+		}
+		cur = nil
+	}
+}
+
+func firstIDs(ts []xaTxn) [][]int64 {
+	var out [][]int64
+	for _, t := range ts {
+		ids := t.ids
+		if len(ids) > 3 {
+			ids = []int64{ids[0], ids[len(ids)-1], int64(len(ids))}
+		}
+		out = append(out, ids)
+	}
+	return out
+}
+
+// TestXATransactions: a prepared XA transaction is delivered when it
+// commits (by another connection, with other transactions between, after
+// a server restart), in commit order, with the commit's GTID; a rolled
+// back one never; a large one in chunks; MySQL's one-phase XA COMMIT too.
+// A position saved between PREPARE and COMMIT resumes with the prepared
+// part read again, once.
+func TestXATransactions(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))", "CREATE TABLE shop.u (id INT PRIMARY KEY)")
+		start := binlogEnd(t, db)
+		tables, _ := binlog.ParseFilter("shop.t")
+		prepare := func(xid string, stmts ...string) {
+			all := append([]string{"XA START '" + xid + "'"}, stmts...)
+			exec(t, db, append(all, "XA END '"+xid+"'", "XA PREPARE '"+xid+"'")...)
+		}
+		prepare("a1", "INSERT INTO shop.t VALUES (1, 'a1')", "INSERT INTO shop.t VALUES (2, 'a1')")
+		exec(t, db, "INSERT INTO shop.t VALUES (10, 'between')")
+		prepare("a2", "INSERT INTO shop.t VALUES (20, 'rolled back')")
+		prepare("a3", "INSERT INTO shop.u VALUES (1)") // no selected table
+		exec(t, db, "XA COMMIT 'a1'")                  // another connection
+		exec(t, db, "XA ROLLBACK 'a2'")
+		exec(t, db, "XA COMMIT 'a3'")
+		exec(t, db, "XA START 'a4'", "INSERT INTO shop.t VALUES (30, 'one phase')", "XA END 'a4'", "XA COMMIT 'a4' ONE PHASE")
+		setup, from := seqRows(db, 3000)
+		exec(t, db, append(setup, "XA START 'big'", "INSERT INTO shop.t SELECT seq + 1000, REPEAT('x', 30) FROM "+from, "XA END 'big'", "XA PREPARE 'big'")...)
+		prepare("b1", "INSERT INTO shop.t VALUES (50, 'across a restart')")
+		exec(t, db, "INSERT INTO shop.t VALUES (40, 'between')")
+		if err := db.Restart(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		exec(t, db, "XA COMMIT 'b1'")
+		exec(t, db, "XA COMMIT 'big'")
+		exec(t, db, "INSERT INTO shop.t VALUES (99, 'last')")
+
+		want := [][]int64{{10}, {1, 2}, {30}, {40}, {50}, {1001, 4000, 3000}, {99}}
+		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.Tables = tables; c.ChunkBytes = 16 << 10 })
+		got := collectXA(t, r, 99)
+		r.Close()
+		if !slices.EqualFunc(firstIDs(got), want, slices.Equal[[]int64]) {
+			t.Fatalf("delivered %v; want %v", firstIDs(got), want)
+		}
+		if got[1].xid != "X'6131',X'',1" || got[1].gtid == "" || got[1].prepared == "" || got[1].prepared == got[1].gtid {
+			t.Errorf("XA a1 delivered as %+v: want XID X'6131',X'',1, the commit's GTID and the prepared part's", got[1])
+		}
+		if got[0].xid != "" {
+			t.Errorf("an ordinary transaction has XID %q", got[0].xid)
+		}
+		if !serverGTIDs(t, db).Contains(mustGTIDs(t, f, got[len(got)-1].end.GTIDs)) {
+			t.Errorf("the last End %s is not within the server's GTID state", got[len(got)-1].end)
+		}
+		// Resume from each position between a PREPARE and its COMMIT:
+		// after 10 (a1 prepared) and after 40 (big and b1 prepared).
+		for _, i := range []int{0, 3} {
+			r := newReader(t, db, func(c *binlog.Config) { c.Start = got[i].end; c.Tables = tables; c.ChunkBytes = 16 << 10 })
+			again := collectXA(t, r, 99)
+			r.Close()
+			if w := want[i+1:]; !slices.EqualFunc(firstIDs(again), w, slices.Equal[[]int64]) {
+				t.Fatalf("resumed after %v at %s: delivered %v; want %v", got[i].ids, got[i].end, firstIDs(again), w)
+			}
+			for j := range again {
+				if again[j].end.GTIDs != got[i+1+j].end.GTIDs {
+					t.Errorf("resumed: transaction %v ends at %s, first read at %s", again[j].ids, again[j].end, got[i+1+j].end)
+				}
+			}
+		}
+	})
+}
+
+func mustGTIDs(t *testing.T, f position.Flavor, s string) position.GTIDSet {
+	t.Helper()
+	g, err := position.ParseGTIDSet(f, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestXAFetchReconnect: a connection lost while a committed XA
+// transaction's prepared part is read again (after its first chunks were
+// delivered) resumes it: every row once, in chunks numbered on.
+func TestXAFetchReconnect(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		const n = 30000 // more than the socket buffers hold
+		exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(255))")
+		start := binlogEnd(t, db)
+		setup, from := seqRows(db, n)
+		exec(t, db, append(setup, "XA START 'big'", "INSERT INTO shop.t SELECT seq, REPEAT('x', 250) FROM "+from, "XA END 'big'", "XA PREPARE 'big'")...)
+		exec(t, db, "INSERT INTO shop.t VALUES (50000, 'between')")
+		exec(t, db, "XA COMMIT 'big'")
+		exec(t, db, "INSERT INTO shop.t VALUES (50001, 'last')")
+		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.ChunkBytes = 16 << 10 })
+		if txn := next(t, r); txn.Changes[0].After[0].Int() != 50000 {
+			t.Fatalf("first delivered %d, want 50000", txn.Changes[0].After[0].Int())
+		}
+		first := next(t, r)
+		if first.XID == "" || first.Last || first.Chunk != 0 {
+			t.Fatalf("want the first of several chunks of the XA transaction, got chunk %d last %v XID %q", first.Chunk, first.Last, first.XID)
+		}
+		// The reader is held back by the unread chunks: its connection is
+		// inside the prepared part. Cut it.
+		killDump(t, db)
+		seen := map[int64]int{}
+		count := func(txn *binlog.Txn) {
+			for _, ch := range txn.Changes {
+				seen[ch.After[0].Int()]++
+			}
+		}
+		count(first)
+		chunk := first.Chunk
+		for {
+			txn := next(t, r)
+			if txn.XID == "" {
+				t.Fatalf("chunk %d: not part of the XA transaction", txn.Chunk)
+			}
+			if txn.Chunk != chunk+1 {
+				t.Fatalf("chunk %d after chunk %d", txn.Chunk, chunk)
+			}
+			chunk = txn.Chunk
+			count(txn)
+			if txn.Last {
+				break
+			}
+		}
+		if last := next(t, r); last.Changes[0].After[0].Int() != 50001 {
+			t.Fatalf("after the XA transaction: %d, want 50001", last.Changes[0].After[0].Int())
+		}
+		for id := int64(1); id <= n; id++ {
+			if seen[id] != 1 {
+				t.Fatalf("row %d delivered %d times", id, seen[id])
+			}
+		}
+		if len(seen) != n || r.Stats().Reconnects == 0 {
+			t.Fatalf("%d rows, %d reconnects; want %d rows and a reconnection", len(seen), r.Stats().Reconnects, n)
+		}
+	})
+}
