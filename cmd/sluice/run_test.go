@@ -48,9 +48,11 @@ type runEnv struct {
 	redis   *testenv.Redis
 }
 
-func newRunEnv(t *testing.T) *runEnv {
+// newRunEnv is a runEnv on a fresh server of flavor (the tests call it
+// from testenv.ForEachFlavor).
+func newRunEnv(t *testing.T, flavor position.Flavor) *runEnv {
 	t.Helper()
-	return newRunEnvOn(t, testenv.Options{})
+	return newRunEnvOn(t, testenv.Options{Flavor: flavor})
 }
 
 // newRunEnvOn is newRunEnv on a server started with opts.
@@ -175,7 +177,11 @@ func (e *runEnv) killRestart(t *testing.T, cmd *exec.Cmd, log io.Writer, progres
 // at random moments and restart it; every sink then holds every source
 // transaction exactly once, in order.
 func TestRunKill9ExactlyOnce(t *testing.T) {
-	e := newRunEnv(t)
+	testenv.ForEachFlavor(t, runKill9ExactlyOnce)
+}
+
+func runKill9ExactlyOnce(t *testing.T, flavor position.Flavor) {
+	e := newRunEnv(t, flavor)
 	e.withNATS(t)
 	e.withRedis(t)
 	e.withKafka(t)
@@ -586,7 +592,11 @@ func vmHWM(pid int) (int64, error) {
 // pipeline retries with a clear log line, reports the sink down, keeps its memory within the
 // buffer, and when Redis is back delivers everything exactly once.
 func TestRunSinkOutage(t *testing.T) {
-	e := newRunEnv(t)
+	testenv.ForEachFlavor(t, runSinkOutage)
+}
+
+func runSinkOutage(t *testing.T, flavor position.Flavor) {
+	e := newRunEnv(t, flavor)
 	r := e.withRedis(t)
 	kc := e.withKafka(t)
 	ctx := context.Background()
