@@ -254,6 +254,37 @@ func TestRunConfigErrors(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--config") {
 		t.Errorf("no config: %v %s", err, out)
 	}
+	// A config only the server can judge stops `sluice run` at once too,
+	// with no password in the output.
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
+		ahead := "gtid:0-1-999999"
+		if flavor == position.MySQL {
+			ahead = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+		}
+		for _, c := range []struct{ source, want string }{
+			{"url: mysql://root:pw-wrong@" + db.Addr(), "Access denied for user 'root'"},
+			{"url: " + db.URL() + "\n  start: mysql-bin.000099:4", "never wrote the binlog file mysql-bin.000099"},
+			{"url: " + db.URL() + "\n  start: '" + ahead + "'", "ahead of the server"},
+		} {
+			path := filepath.Join(t.TempDir(), "sluice.yaml")
+			yaml := fmt.Sprintf("pipeline: p\nsource:\n  %s\n  tables: [app.*]\nsinks:\n  - {name: f, type: file, file: {path: %s}}\ncheckpoint: {path: %s}\n",
+				c.source, filepath.Join(filepath.Dir(path), "out.jsonl"), filepath.Join(filepath.Dir(path), "ckpt.json"))
+			if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			out, err := exec.CommandContext(ctx, bin, "run", "--config", path).CombinedOutput()
+			timedOut := ctx.Err() != nil
+			cancel()
+			if err == nil || timedOut || !strings.Contains(string(out), c.want) {
+				t.Errorf("source %q: err %v (timed out: %v), output %q, want it to contain %q", c.source, err, timedOut, out, c.want)
+			}
+			if strings.Contains(string(out), "pw-") {
+				t.Errorf("source %q: a password in the output: %s", c.source, out)
+			}
+		}
+	})
 }
 
 func freePort(t *testing.T) string {
