@@ -496,6 +496,7 @@ func snapshotKill9Resume(t *testing.T, bin string, opts testenv.Options, signal 
 	if signal != "" {
 		args = append(args, "--signal-table", signal)
 	}
+	stderr := &syncBuffer{} // the log of the runs after the kill
 	start := func(name string, extra ...string) (*exec.Cmd, string) {
 		out := filepath.Join(dir, name)
 		f, err := os.Create(out)
@@ -504,8 +505,7 @@ func snapshotKill9Resume(t *testing.T, bin string, opts testenv.Options, signal 
 		}
 		cmd := exec.Command(bin, append(append([]string{}, args...), extra...)...)
 		cmd.Stdout = f
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
+		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -520,7 +520,8 @@ func snapshotKill9Resume(t *testing.T, bin string, opts testenv.Options, signal 
 		t.Helper()
 		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+				l := stderr.String()
+				t.Fatalf("timed out waiting for %s; sluice's log:\n%s", what, l[max(0, len(l)-4000):])
 			}
 		}
 	}

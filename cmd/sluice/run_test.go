@@ -258,12 +258,21 @@ func TestRunConfigErrors(t *testing.T) {
 	// with no password in the output.
 	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
 		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
-		ahead := "gtid:0-1-999999"
+		if err := db.Exec(context.Background(),
+			"CREATE USER 'nobinlog'@'%' IDENTIFIED BY 'pw-nobinlog'", "GRANT SELECT ON *.* TO 'nobinlog'@'%'"); err != nil {
+			t.Fatal(err)
+		}
+		ahead, monitor := "gtid:0-1-999999", "BINLOG MONITOR"
 		if flavor == position.MySQL {
-			ahead = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+			ahead, monitor = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "REPLICATION CLIENT"
 		}
 		for _, c := range []struct{ source, want string }{
 			{"url: mysql://root:pw-wrong@" + db.Addr(), "Access denied for user 'root'"},
+			// The snapshot's position needs the monitoring privilege (the
+			// server names it), the stream REPLICATION SLAVE (sluice names
+			// the grant, in the server's own words).
+			{"url: mysql://nobinlog:pw-nobinlog@" + db.Addr(), "reading the binlog position"},
+			{"url: mysql://nobinlog:pw-nobinlog@" + db.Addr() + "\n  snapshot: {mode: never}", "needs REPLICATION SLAVE to read the binlog: GRANT REPLICATION SLAVE, " + monitor + ", SELECT ON *.* TO 'nobinlog'@'%'"},
 			{"url: " + db.URL() + "\n  start: mysql-bin.000099:4", "never wrote the binlog file mysql-bin.000099"},
 			{"url: " + db.URL() + "\n  start: '" + ahead + "'", "ahead of the server"},
 		} {
