@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-cdc/sluice/coord"
 	"github.com/sluice-cdc/sluice/internal/testenv/etcdenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 // haLease is the leases of the HA tests: short, so that failovers are quick.
@@ -69,7 +70,7 @@ type haEnv struct {
 // replica (each reaching etcd through its own proxy).
 func newHAEnv(t *testing.T, replicas int) *haEnv {
 	t.Helper()
-	e := newRunEnv(t)
+	e := newRunEnv(t, position.MariaDB)
 	e.withNATS(t)
 	e.withRedis(t)
 	e.withKafka(t)

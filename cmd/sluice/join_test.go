@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 // TestRunJoinKill9ExactlyOnce: `sluice run` with an interval join of
@@ -28,8 +29,12 @@ import (
 // SQL join with the same time condition finds on the server, each once,
 // numbered 1..n.
 func TestRunJoinKill9ExactlyOnce(t *testing.T) {
+	testenv.ForEachFlavor(t, runJoinKill9ExactlyOnce)
+}
+
+func runJoinKill9ExactlyOnce(t *testing.T, flavor position.Flavor) {
 	ctx := context.Background()
-	db := testenv.StartT(t, testenv.Options{})
+	db := testenv.StartT(t, testenv.Options{Flavor: flavor})
 	if err := db.Exec(ctx, "CREATE DATABASE shop",
 		"CREATE TABLE shop.orders (id INT PRIMARY KEY, created_at DATETIME(3) NOT NULL, note VARCHAR(40) NOT NULL)",
 		"CREATE TABLE shop.payments (id INT AUTO_INCREMENT PRIMARY KEY, order_id INT NOT NULL, paid_at DATETIME(3) NOT NULL, amount DECIMAL(10,2) NOT NULL)"); err != nil {
@@ -202,8 +207,12 @@ func readJoinedPairs(t *testing.T, glob string) []string {
 // table stops `sluice run` with a message naming the column, instead of
 // retrying the write forever.
 func TestRunJoinMissingColumnStops(t *testing.T) {
+	testenv.ForEachFlavor(t, runJoinMissingColumnStops)
+}
+
+func runJoinMissingColumnStops(t *testing.T, flavor position.Flavor) {
 	ctx := context.Background()
-	db := testenv.StartT(t, testenv.Options{})
+	db := testenv.StartT(t, testenv.Options{Flavor: flavor})
 	if err := db.Exec(ctx, "CREATE DATABASE shop",
 		"CREATE TABLE shop.orders (id INT PRIMARY KEY, created_at DATETIME(3) NOT NULL)",
 		"CREATE TABLE shop.payments (id INT PRIMARY KEY, order_id INT NOT NULL, paid_at DATETIME(3) NOT NULL)",

@@ -24,14 +24,42 @@ import (
 
 // The CLI as a user runs it: the real binary against a real server.
 
+// binDir holds the sluice binary the tests run, built once per test
+// process (each flavor's subtest would otherwise link it again).
+var binDir struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir.dir != "" {
+		os.RemoveAll(binDir.dir)
+	}
+	os.Exit(code)
+}
+
+// buildSluice returns the path of the sluice binary, built from this
+// package's source on the first call.
 func buildSluice(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sluice")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	binDir.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-test-bin-")
+		if err != nil {
+			binDir.err = err
+			return
+		}
+		binDir.dir, binDir.bin = dir, filepath.Join(dir, "sluice")
+		if out, err := exec.Command("go", "build", "-o", binDir.bin, ".").CombinedOutput(); err != nil {
+			binDir.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binDir.err != nil {
+		t.Fatal(binDir.err)
 	}
-	return bin
+	return binDir.bin
 }
 
 func masterPos(t *testing.T, db *testenv.Server) string {
@@ -89,7 +117,11 @@ func rowEvents(evs []*codec.Event) []*codec.Event {
 
 func TestTailRangeCheckpointAndRead(t *testing.T) {
 	bin := buildSluice(t)
-	db := testenv.StartT(t, testenv.Options{})
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) { tailRangeCheckpointAndRead(t, bin, flavor) })
+}
+
+func tailRangeCheckpointAndRead(t *testing.T, bin string, flavor position.Flavor) {
+	db := testenv.StartT(t, testenv.Options{Flavor: flavor})
 	ctx := context.Background()
 	if err := db.Exec(ctx, "CREATE DATABASE shop", "CREATE TABLE shop.items (id INT PRIMARY KEY, name VARCHAR(20), price DECIMAL(6,2))", "CREATE TABLE shop.other (id INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
@@ -147,7 +179,8 @@ func TestTailRangeCheckpointAndRead(t *testing.T) {
 	}
 
 	// read: the server's own binlog file from disk gives the same lines.
-	out, _ = run(t, bin, "read", "--tables", "shop.items", filepath.Join(db.DataDir(), "mysql-bin.000001"))
+	file, _, _ := strings.Cut(from, ":")
+	out, _ = run(t, bin, "read", "--tables", "shop.items", filepath.Join(db.DataDir(), file))
 	evs = rowEvents(events(t, out))
 	if len(evs) != 5 || string(evs[4].After["name"]) != `"nib"` {
 		t.Fatalf("read: %d events\n%s", len(evs), out)
@@ -318,20 +351,25 @@ func tailSnapshotThenStream(t *testing.T, bin string, opts testenv.Options) {
 
 func TestReadSchemaFrom(t *testing.T) {
 	bin := buildSluice(t)
-	db := testenv.StartT(t, testenv.Options{})
-	if err := db.Exec(context.Background(), "CREATE DATABASE shop",
-		"CREATE TABLE shop.items (id INT UNSIGNED PRIMARY KEY, name VARCHAR(40) NOT NULL, price DECIMAL(8,2), added DATETIME(3), tags SET('new','sale'), kind ENUM('book','toy'), note TEXT, raw VARBINARY(8))"); err != nil {
-		t.Fatal(err)
-	}
-	file := filepath.Join("..", "..", "binlog", "testdata", "mariadb-minimal.bin")
-	out, _ := run(t, bin, "read", "--tables", "shop.items", file)
-	if !strings.Contains(out, `"@2":"Dune"`) {
-		t.Fatalf("without --schema-from, columns are numbered: %.300s", out)
-	}
-	out, _ = run(t, bin, "read", "--tables", "shop.items", "--schema-from", db.URL(), file)
-	if !strings.Contains(out, `"name":"Dune"`) || !strings.Contains(out, `"tags":["new"]`) {
-		t.Fatalf("with --schema-from: %.300s", out)
-	}
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		// A server that logs no column names writes the file.
+		db := testenv.StartT(t, testenv.Options{Flavor: flavor, RowMetadata: "MINIMAL"})
+		if err := db.Exec(context.Background(), "CREATE DATABASE shop",
+			"CREATE TABLE shop.items (id INT UNSIGNED PRIMARY KEY, name VARCHAR(40) NOT NULL, price DECIMAL(8,2), added DATETIME(3), tags SET('new','sale'), kind ENUM('book','toy'), note TEXT, raw VARBINARY(8))",
+			"INSERT INTO shop.items VALUES (1, 'Dune', 9.99, '2023-11-14 22:13:20.125', 'new', 'book', 'a classic', x'00ff')"); err != nil {
+			t.Fatal(err)
+		}
+		name, _, _ := strings.Cut(masterPos(t, db), ":")
+		file := filepath.Join(db.DataDir(), name)
+		out, _ := run(t, bin, "read", "--tables", "shop.items", file)
+		if !strings.Contains(out, `"@2":"Dune"`) {
+			t.Fatalf("without --schema-from, columns are numbered: %.300s", out)
+		}
+		out, _ = run(t, bin, "read", "--tables", "shop.items", "--schema-from", db.URL(), file)
+		if !strings.Contains(out, `"name":"Dune"`) || !strings.Contains(out, `"tags":["new"]`) || !strings.Contains(out, `"price":"9.99"`) {
+			t.Fatalf("with --schema-from: %.300s", out)
+		}
+	})
 }
 
 func TestBadInput(t *testing.T) {
@@ -354,6 +392,42 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("sluice %v: want an error containing %q, got %v: %s", tc.args, tc.want, err, out)
 		}
 	}
+	// Input only the server can judge: each its own message, at once, and
+	// no password in it.
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
+		if err := db.Exec(context.Background(),
+			"CREATE USER 'nobinlog'@'%' IDENTIFIED BY 'pw-nobinlog'", "GRANT SELECT ON *.* TO 'nobinlog'@'%'"); err != nil {
+			t.Fatal(err)
+		}
+		ahead := "gtid:0-1-999999"
+		if flavor == position.MySQL {
+			ahead = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+		}
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--source", "mysql://root:pw-wrong@" + db.Addr()}, "Access denied for user 'root'"},
+			// The snapshot's position needs the monitoring privilege (the
+			// server names it), the stream REPLICATION SLAVE (sluice does).
+			{[]string{"--source", "mysql://nobinlog:pw-nobinlog@" + db.Addr()}, "reading the binlog position"},
+			{[]string{"--source", "mysql://nobinlog:pw-nobinlog@" + db.Addr(), "--from", "current"}, "needs REPLICATION SLAVE"},
+			{[]string{"--source", db.URL(), "--from", "mysql-bin.000099:4"}, "never wrote the binlog file mysql-bin.000099"},
+			{[]string{"--source", db.URL(), "--from", ahead}, "ahead of the server"},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			out, err := exec.CommandContext(ctx, bin, append([]string{"tail", "--tables", "shop.*"}, tc.args...)...).CombinedOutput()
+			timedOut := ctx.Err() != nil
+			cancel()
+			if err == nil || timedOut || !strings.Contains(string(out), tc.want) {
+				t.Errorf("sluice tail %v: want an error containing %q at once, got %v (timed out: %v): %s", tc.args, tc.want, err, timedOut, out)
+			}
+			if strings.Contains(string(out), "pw-") {
+				t.Errorf("sluice tail %v: a password in the output: %s", tc.args, out)
+			}
+		}
+	})
 }
 
 // kill -9 in the middle of a snapshot under write load, restart: the
@@ -413,7 +487,11 @@ func snapshotKill9Resume(t *testing.T, bin string, opts testenv.Options, signal 
 				q = fmt.Sprintf("DELETE FROM app.t WHERE id = %d", id)
 			}
 			db.Exec(ctx, q)
-			time.Sleep(time.Millisecond)
+			// At most ~100 transactions a second: tail --checkpoint saves
+			// (two fsyncs) after each one, and on a loaded machine a
+			// faster writer keeps it ever further behind the chunks'
+			// watermarks, so the snapshot would never finish.
+			time.Sleep(10 * time.Millisecond)
 		}
 	}()
 	dir := t.TempDir()
@@ -422,6 +500,7 @@ func snapshotKill9Resume(t *testing.T, bin string, opts testenv.Options, signal 
 	if signal != "" {
 		args = append(args, "--signal-table", signal)
 	}
+	stderr := &syncBuffer{} // the log of the runs after the kill
 	start := func(name string, extra ...string) (*exec.Cmd, string) {
 		out := filepath.Join(dir, name)
 		f, err := os.Create(out)
@@ -430,8 +509,7 @@ func snapshotKill9Resume(t *testing.T, bin string, opts testenv.Options, signal 
 		}
 		cmd := exec.Command(bin, append(append([]string{}, args...), extra...)...)
 		cmd.Stdout = f
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
+		cmd.Stderr = stderr
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -446,7 +524,8 @@ func snapshotKill9Resume(t *testing.T, bin string, opts testenv.Options, signal 
 		t.Helper()
 		for deadline := time.Now().Add(60 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
+				l := stderr.String()
+				t.Fatalf("timed out waiting for %s; sluice's log:\n%s", what, l[max(0, len(l)-4000):])
 			}
 		}
 	}

@@ -48,9 +48,11 @@ type runEnv struct {
 	redis   *testenv.Redis
 }
 
-func newRunEnv(t *testing.T) *runEnv {
+// newRunEnv is a runEnv on a fresh server of flavor (the tests call it
+// from testenv.ForEachFlavor).
+func newRunEnv(t *testing.T, flavor position.Flavor) *runEnv {
 	t.Helper()
-	return newRunEnvOn(t, testenv.Options{})
+	return newRunEnvOn(t, testenv.Options{Flavor: flavor})
 }
 
 // newRunEnvOn is newRunEnv on a server started with opts.
@@ -175,7 +177,11 @@ func (e *runEnv) killRestart(t *testing.T, cmd *exec.Cmd, log io.Writer, progres
 // at random moments and restart it; every sink then holds every source
 // transaction exactly once, in order.
 func TestRunKill9ExactlyOnce(t *testing.T) {
-	e := newRunEnv(t)
+	testenv.ForEachFlavor(t, runKill9ExactlyOnce)
+}
+
+func runKill9ExactlyOnce(t *testing.T, flavor position.Flavor) {
+	e := newRunEnv(t, flavor)
 	e.withNATS(t)
 	e.withRedis(t)
 	e.withKafka(t)
@@ -248,6 +254,46 @@ func TestRunConfigErrors(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "--config") {
 		t.Errorf("no config: %v %s", err, out)
 	}
+	// A config only the server can judge stops `sluice run` at once too,
+	// with no password in the output.
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
+		if err := db.Exec(context.Background(),
+			"CREATE USER 'nobinlog'@'%' IDENTIFIED BY 'pw-nobinlog'", "GRANT SELECT ON *.* TO 'nobinlog'@'%'"); err != nil {
+			t.Fatal(err)
+		}
+		ahead, monitor := "gtid:0-1-999999", "BINLOG MONITOR"
+		if flavor == position.MySQL {
+			ahead, monitor = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "REPLICATION CLIENT"
+		}
+		for _, c := range []struct{ source, want string }{
+			{"url: mysql://root:pw-wrong@" + db.Addr(), "Access denied for user 'root'"},
+			// The snapshot's position needs the monitoring privilege (the
+			// server names it), the stream REPLICATION SLAVE (sluice names
+			// the grant, in the server's own words).
+			{"url: mysql://nobinlog:pw-nobinlog@" + db.Addr(), "reading the binlog position"},
+			{"url: mysql://nobinlog:pw-nobinlog@" + db.Addr() + "\n  snapshot: {mode: never}", "needs REPLICATION SLAVE to read the binlog: GRANT REPLICATION SLAVE, " + monitor + ", SELECT ON *.* TO 'nobinlog'@'%'"},
+			{"url: " + db.URL() + "\n  start: mysql-bin.000099:4", "never wrote the binlog file mysql-bin.000099"},
+			{"url: " + db.URL() + "\n  start: '" + ahead + "'", "ahead of the server"},
+		} {
+			path := filepath.Join(t.TempDir(), "sluice.yaml")
+			yaml := fmt.Sprintf("pipeline: p\nsource:\n  %s\n  tables: [app.*]\nsinks:\n  - {name: f, type: file, file: {path: %s}}\ncheckpoint: {path: %s}\n",
+				c.source, filepath.Join(filepath.Dir(path), "out.jsonl"), filepath.Join(filepath.Dir(path), "ckpt.json"))
+			if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			out, err := exec.CommandContext(ctx, bin, "run", "--config", path).CombinedOutput()
+			timedOut := ctx.Err() != nil
+			cancel()
+			if err == nil || timedOut || !strings.Contains(string(out), c.want) {
+				t.Errorf("source %q: err %v (timed out: %v), output %q, want it to contain %q", c.source, err, timedOut, out, c.want)
+			}
+			if strings.Contains(string(out), "pw-") {
+				t.Errorf("source %q: a password in the output: %s", c.source, out)
+			}
+		}
+	})
 }
 
 func freePort(t *testing.T) string {
@@ -586,7 +632,11 @@ func vmHWM(pid int) (int64, error) {
 // pipeline retries with a clear log line, reports the sink down, keeps its memory within the
 // buffer, and when Redis is back delivers everything exactly once.
 func TestRunSinkOutage(t *testing.T) {
-	e := newRunEnv(t)
+	testenv.ForEachFlavor(t, runSinkOutage)
+}
+
+func runSinkOutage(t *testing.T, flavor position.Flavor) {
+	e := newRunEnv(t, flavor)
 	r := e.withRedis(t)
 	kc := e.withKafka(t)
 	ctx := context.Background()
