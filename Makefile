@@ -17,7 +17,7 @@ SHELL := /bin/bash
 GO              ?= go
 FUZZTIME        ?= 2m
 FUZZ_SMOKE_TIME ?= 10s
-TEST_TIMEOUT    ?= 18m
+TEST_TIMEOUT    ?= 25m
 APT_PACKAGES    := mariadb-server mariadb-client redis-server
 
 export DEBIAN_FRONTEND := noninteractive

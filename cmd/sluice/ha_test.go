@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/coord"
+	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/etcdenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/position"
@@ -66,11 +67,11 @@ type haEnv struct {
 	co   *coord.Etcd
 }
 
-// newHAEnv starts MariaDB, etcd and the sinks, and writes one config per
-// replica (each reaching etcd through its own proxy).
-func newHAEnv(t *testing.T, replicas int) *haEnv {
+// newHAEnv starts a server of flavor, etcd and the sinks, and writes one
+// config per replica (each reaching etcd through its own proxy).
+func newHAEnv(t *testing.T, flavor position.Flavor, replicas int) *haEnv {
 	t.Helper()
-	e := newRunEnv(t, position.MariaDB)
+	e := newRunEnv(t, flavor)
 	e.withNATS(t)
 	e.withRedis(t)
 	e.withKafka(t)
@@ -233,8 +234,10 @@ func (h *haEnv) waitRows(t *testing.T, n int) time.Duration {
 
 // TestHAFailover: three replicas; kill -9 the leader; a follower leads and
 // delivers within the lease TTL plus 2 s; nothing is lost or doubled.
-func TestHAFailover(t *testing.T) {
-	h := newHAEnv(t, 3)
+func TestHAFailover(t *testing.T) { testenv.ForEachFlavor(t, testHAFailover) }
+
+func testHAFailover(t *testing.T, flavor position.Flavor) {
+	h := newHAEnv(t, flavor, 3)
 	ctx := context.Background()
 	for _, r := range h.reps {
 		r.start(t, h.bin)
@@ -298,8 +301,10 @@ func TestHAFailover(t *testing.T) {
 // TestHAZombie: the leader is paused (SIGSTOP) past its lease, a new leader
 // writes, the old one is resumed: no sink accepts anything from it, and it
 // exits.
-func TestHAZombie(t *testing.T) {
-	h := newHAEnv(t, 2)
+func TestHAZombie(t *testing.T) { testenv.ForEachFlavor(t, testHAZombie) }
+
+func testHAZombie(t *testing.T, flavor position.Flavor) {
+	h := newHAEnv(t, flavor, 2)
 	ctx := context.Background()
 	for _, r := range h.reps {
 		r.start(t, h.bin)
@@ -357,11 +362,13 @@ func TestHAZombie(t *testing.T) {
 	h.checkMaterialized(t)
 }
 
-// TestHAPartition: the leader is cut from etcd (not from MariaDB or the
+// TestHAPartition: the leader is cut from etcd (not from the server or the
 // sinks): it stops writing within 2/3 of the lease and exits; another
 // replica leads; nothing is lost or doubled.
-func TestHAPartition(t *testing.T) {
-	h := newHAEnv(t, 2)
+func TestHAPartition(t *testing.T) { testenv.ForEachFlavor(t, testHAPartition) }
+
+func testHAPartition(t *testing.T, flavor position.Flavor) {
+	h := newHAEnv(t, flavor, 2)
 	ctx := context.Background()
 	for _, r := range h.reps {
 		r.start(t, h.bin)
@@ -422,8 +429,10 @@ func haFaults() int {
 // TestHAChaos: three replicas under continuous writes and random faults
 // (kill -9, SIGSTOP past the lease then SIGCONT, etcd cut); afterwards
 // every sink holds every transaction exactly once.
-func TestHAChaos(t *testing.T) {
-	h := newHAEnv(t, 3)
+func TestHAChaos(t *testing.T) { testenv.ForEachFlavor(t, testHAChaos) }
+
+func testHAChaos(t *testing.T, flavor position.Flavor) {
+	h := newHAEnv(t, flavor, 3)
 	ctx := context.Background()
 	for _, r := range h.reps {
 		r.start(t, h.bin)

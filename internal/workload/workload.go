@@ -70,11 +70,14 @@ func (w *Writer) BulkTxn(ctx context.Context, rows int) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := w.n + 1
-	if err := w.DB.Exec(ctx,
+	// MariaDB's sequence table is in the current database; MySQL's
+	// recursive CTE needs its setup in the same session.
+	from, setup := w.DB.SeqFrom(1, rows)
+	if err := w.DB.Exec(ctx, append(append([]string{"USE app"}, setup...),
 		"BEGIN",
 		fmt.Sprintf("INSERT INTO app.log (n) VALUES (%d)", n),
-		fmt.Sprintf("INSERT INTO app.bulk SELECT %d * 1000000 + seq, REPEAT('b', 150) FROM app.seq_1_to_%d", n, rows),
-		"COMMIT"); err != nil {
+		fmt.Sprintf("INSERT INTO app.bulk SELECT %d * 1000000 + seq, REPEAT('b', 150) FROM %s", n, from),
+		"COMMIT")...); err != nil {
 		return err
 	}
 	w.n = n
