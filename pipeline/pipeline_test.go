@@ -110,7 +110,10 @@ func (w *writer) txns(t *testing.T, count int) {
 	}
 }
 
-func setup(t *testing.T) (*env, *writer) { return setupOn(t, testenv.Options{}) }
+// setup starts a server of flavor with the workload's tables.
+func setup(t *testing.T, flavor position.Flavor) (*env, *writer) {
+	return setupOn(t, testenv.Options{Flavor: flavor})
+}
 
 // setupOn is setup on a server started with opts.
 func setupOn(t *testing.T, opts testenv.Options) (*env, *writer) {
@@ -129,7 +132,7 @@ func TestSnapshotThenStreamExactlyOnce(t *testing.T) {
 }
 
 func snapshotThenStreamExactlyOnce(t *testing.T, flavor position.Flavor) {
-	e, w := setupOn(t, testenv.Options{Flavor: flavor})
+	e, w := setup(t, flavor)
 	w.txns(t, 120)
 	stop := e.start(t)
 	w.txns(t, 80)
@@ -151,7 +154,11 @@ func snapshotThenStreamExactlyOnce(t *testing.T, flavor position.Flavor) {
 // and before it saved): the restart scans the sink and neither repeats
 // nor loses a transaction.
 func TestRecoveryFromSinkAfterLostCheckpoint(t *testing.T) {
-	e, w := setup(t)
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) { recoveryFromSinkAfterLostCheckpoint(t, flavor) })
+}
+
+func recoveryFromSinkAfterLostCheckpoint(t *testing.T, flavor position.Flavor) {
+	e, w := setup(t, flavor)
 	w.txns(t, 10)
 	stop := e.start(t)
 	waitFor(t, e.dir, 10)
@@ -197,7 +204,11 @@ func TestRecoveryFromSinkAfterLostCheckpoint(t *testing.T) {
 // TestCheckpointConflictFences: a second process that saves over the
 // pipeline's checkpoint makes the first stop with ErrFenced.
 func TestCheckpointConflictFences(t *testing.T) {
-	e, w := setup(t)
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) { checkpointConflictFences(t, flavor) })
+}
+
+func checkpointConflictFences(t *testing.T, flavor position.Flavor) {
+	e, w := setup(t, flavor)
 	p, sink := e.pipeline(t, "initial")
 	defer sink.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -240,7 +251,11 @@ func errorsIs(err, target error) bool { return errors.Is(err, target) }
 // from that position, not from a new "current": what was committed while
 // it was down is delivered.
 func TestStartCurrentSavedBeforeFirstTransaction(t *testing.T) {
-	e, w := setup(t)
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) { startCurrentSavedBeforeFirstTransaction(t, flavor) })
+}
+
+func startCurrentSavedBeforeFirstTransaction(t *testing.T, flavor position.Flavor) {
+	e, w := setup(t, flavor)
 	w.txns(t, 3) // before the start: not wanted
 	src, err := binlog.ParseSourceURL(e.db.URL())
 	if err != nil {

@@ -19,26 +19,30 @@ import (
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/sink/file"
 )
 
-// shard is one MariaDB server of a sharded database, reached through a
-// fault proxy.
+// shard is one server of a sharded database, reached through a fault
+// proxy.
 type shard struct {
 	name  string
 	db    *testenv.Server
 	proxy *testenv.FaultProxy
 }
 
-// startShards starts n MariaDB servers at once, each with the tables
-// app.t (the write load) and app.moves (rows moving between shards).
-func startShards(t *testing.T, n int, opts ...testenv.Options) []*shard {
+// startShards starts n servers at once, server i of flavorOf(i) (see
+// testenv.ForEachFlavorMix) with opts[i], each with the tables app.t (the
+// write load), app.moves (rows moving between shards) and app.big (large
+// transactions).
+func startShards(t *testing.T, n int, flavorOf func(i int) position.Flavor, opts ...testenv.Options) []*shard {
 	t.Helper()
 	all := make([]testenv.Options, n)
 	for i := range all {
 		if i < len(opts) {
 			all[i] = opts[i]
 		}
+		all[i].Flavor = flavorOf(i)
 		all[i].ServerID = uint32(i + 1)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -388,14 +392,20 @@ func checkExactlyOnce(t *testing.T, r *recorder, want map[string]int) {
 
 // Four shards under write load; the third is slowed by 5 s. Without
 // alignment the output skew reaches about 5 s; with max_skew 2s it stays
-// within the bound plus MariaDB's one-second timestamps, a row moved from
-// a fast shard to the slow one comes out within that bound after its
-// delete, and every row of every shard arrives once.
+// within the bound plus MariaDB's one-second timestamps (MySQL's GTID
+// events carry microseconds), a row moved from a fast shard to the slow
+// one comes out within that bound after its delete, and every row of
+// every shard arrives once. The shards are all MariaDB, all MySQL, or
+// both in one pipeline (testenv.ForEachFlavorMix), as in the tests below.
 func TestAlignFourShardsOneSlow(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts four MariaDB servers")
+		t.Skip("starts several servers")
 	}
-	shards := startShards(t, 4)
+	testenv.ForEachFlavorMix(t, func(t *testing.T, flavorOf func(int) position.Flavor) { alignFourShardsOneSlow(t, flavorOf) })
+}
+
+func alignFourShardsOneSlow(t *testing.T, flavorOf func(int) position.Flavor) {
+	shards := startShards(t, 4, flavorOf)
 	ctx := context.Background()
 	if err := shards[0].db.Exec(ctx, "INSERT INTO app.moves VALUES (42, 1)"); err != nil {
 		t.Fatal(err)
@@ -407,7 +417,8 @@ func TestAlignFourShardsOneSlow(t *testing.T) {
 	off.sources, on.sources = names, names
 	// behind is how far a message's event time was behind the delivered
 	// watermark when it was written: the watermark promises that nothing
-	// older is still to come (up to MariaDB's one-second commit times).
+	// older is still to come (up to MariaDB's one-second commit times;
+	// MySQL's are in microseconds).
 	var (
 		onP    atomic.Pointer[pipeline.Pipeline]
 		behind atomic.Int64
@@ -526,9 +537,13 @@ func moveGap(t *testing.T, r *recorder) time.Duration {
 // (the others go on) or the pipeline fails naming it.
 func TestAlignIdleAndStalledShard(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts MariaDB servers")
+		t.Skip("starts several servers")
 	}
-	shards := startShards(t, 3)
+	testenv.ForEachFlavorMix(t, func(t *testing.T, flavorOf func(int) position.Flavor) { alignIdleAndStalledShard(t, flavorOf) })
+}
+
+func alignIdleAndStalledShard(t *testing.T, flavorOf func(int) position.Flavor) {
+	shards := startShards(t, 3, flavorOf)
 	idle := shards[2]
 	names := []string{"shard1", "shard2"}
 	align := pipeline.AlignConfig{MaxSkew: time.Second, MaxWait: 3 * time.Second}
@@ -643,9 +658,13 @@ func (l *latencies) p99() time.Duration {
 // the skew grow.
 func TestAlignCorrectsClockSkew(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts MariaDB servers")
+		t.Skip("starts several servers")
 	}
-	shards := startShards(t, 2, testenv.Options{}, testenv.Options{ClockOffset: 10 * time.Second})
+	testenv.ForEachFlavorMix(t, func(t *testing.T, flavorOf func(int) position.Flavor) { alignCorrectsClockSkew(t, flavorOf) })
+}
+
+func alignCorrectsClockSkew(t *testing.T, flavorOf func(int) position.Flavor) {
+	shards := startShards(t, 2, flavorOf, testenv.Options{}, testenv.Options{ClockOffset: 10 * time.Second})
 	names := []string{"shard1", "shard2"}
 	rec, meter, lat := timedRecorder("clock", names)
 	p := runSources(t, "clock", shards, pipeline.AlignConfig{MaxSkew: 2 * time.Second}, rec)
@@ -681,13 +700,17 @@ func TestAlignCorrectsClockSkew(t *testing.T) {
 // bound holds, memory stays bounded and nothing deadlocks.
 func TestAlignHugeTransaction(t *testing.T) {
 	if testing.Short() {
-		t.Skip("starts MariaDB servers")
+		t.Skip("starts several servers")
 	}
+	testenv.ForEachFlavorMix(t, func(t *testing.T, flavorOf func(int) position.Flavor) { alignHugeTransaction(t, flavorOf) })
+}
+
+func alignHugeTransaction(t *testing.T, flavorOf func(int) position.Flavor) {
 	rows := 1_000_000
 	if os.Getenv("SLUICE_HUGE_ROWS") != "" {
 		fmt.Sscan(os.Getenv("SLUICE_HUGE_ROWS"), &rows)
 	}
-	shards := startShards(t, 4)
+	shards := startShards(t, 4, flavorOf)
 	names := []string{"shard1", "shard2", "shard3", "shard4"}
 	var meter skewMeter
 	meter.sources = names
@@ -740,8 +763,11 @@ func TestAlignHugeTransaction(t *testing.T) {
 	}()
 	time.Sleep(time.Second)
 	start := time.Now()
-	if err := shards[1].db.Exec(context.Background(), "SET SESSION max_statement_time = 0",
-		fmt.Sprintf("INSERT INTO app.big SELECT seq, REPEAT('x', 40) FROM app.seq_1_to_%d", rows)); err != nil {
+	from, fill := shards[1].db.SeqFrom(1, rows)
+	if shards[1].db.Flavor == position.MariaDB {
+		fill = append(fill, "SET SESSION max_statement_time = 0")
+	}
+	if err := shards[1].db.Exec(context.Background(), append(fill, "USE app", "INSERT INTO app.big SELECT seq, REPEAT('x', 40) FROM "+from)...); err != nil {
 		t.Fatal(err)
 	}
 	committed := time.Since(start)
@@ -840,7 +866,11 @@ func (c *countingSink) Write(ctx context.Context, b *pipeline.Batch) (string, er
 // other has not: the first holds part of the second transaction, the
 // other part of the first. After a restart each sink holds every row once.
 func TestManySourcesSinksABatchApart(t *testing.T) {
-	shards := startShards(t, 2)
+	testenv.ForEachFlavorMix(t, func(t *testing.T, flavorOf func(int) position.Flavor) { manySourcesSinksABatchApart(t, flavorOf) })
+}
+
+func manySourcesSinksABatchApart(t *testing.T, flavorOf func(int) position.Flavor) {
+	shards := startShards(t, 2, flavorOf)
 	dir := t.TempDir()
 	newSink := func(name string) pipeline.Sink {
 		s, err := file.New(name, file.Config{Path: filepath.Join(dir, name, "out.jsonl")}, nil)
@@ -908,8 +938,9 @@ func TestManySourcesSinksABatchApart(t *testing.T) {
 	// Five transactions of 300 rows (about 70 KiB each) on shard1, small
 	// ones on shard2.
 	const txns, rows = 5, 300
+	from, fill := shards[0].db.SeqFrom(1, rows)
 	for j := 1; j <= txns; j++ {
-		if err := shards[0].db.Exec(ctx, fmt.Sprintf("INSERT INTO app.big SELECT %d * 1000 + seq, REPEAT('x', 40) FROM app.seq_1_to_%d", j, rows)); err != nil {
+		if err := shards[0].db.Exec(ctx, append(fill, "USE app", fmt.Sprintf("INSERT INTO app.big SELECT %d * 1000 + seq, REPEAT('x', 40) FROM ", j)+from)...); err != nil {
 			t.Fatal(err)
 		}
 		if err := shards[1].db.Exec(ctx, "INSERT INTO app.t (v) VALUES (1)"); err != nil {

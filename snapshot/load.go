@@ -671,6 +671,20 @@ func beginAll(workers []*client.Conn) error {
 	return errors.Join(errs...)
 }
 
+// ErrLockTimeout: a consistent snapshot of MySQL gave up waiting for its
+// lock, or for a long query to end, after Config.LockTimeout (a long
+// query, or a writer waiting for an open transaction's row locks, held it
+// up). Nothing was read; trying again, when the server is quieter, may
+// succeed. Test with errors.Is.
+var ErrLockTimeout = errors.New("snapshot: the snapshot lock timed out")
+
+// lockTimeoutError is a lock timeout, with the server's error inside.
+type lockTimeoutError struct{ err error }
+
+func (e lockTimeoutError) Error() string        { return e.err.Error() }
+func (e lockTimeoutError) Unwrap() error        { return e.err }
+func (e lockTimeoutError) Is(target error) bool { return target == ErrLockTimeout }
+
 // startLocked starts the workers' transactions on MySQL at one point,
 // under a lock that holds writers back while they start and the position
 // is read:
@@ -700,8 +714,8 @@ func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv serve
 	lockErr := func(what string, err error, waited time.Duration) error {
 		switch serverCode(err) {
 		case errLockWaitTimeout, errQueryInterrupted:
-			return fmt.Errorf("snapshot: %s did not get its lock within %s (an open transaction or a long query holds one of the tables; see SHOW PROCESSLIST) and gave up after %s, writers may have waited as long; try again when the server is quieter, raise the snapshot lock timeout, or use the watermark method, which takes no lock: %w",
-				what, d, waited.Round(time.Millisecond), err)
+			return lockTimeoutError{fmt.Errorf("snapshot: %s did not get its lock within %s (an open transaction or a long query holds one of the tables, or a query waits for the row locks of an open transaction; see SHOW PROCESSLIST) and gave up after %s, writers may have waited as long; try again when the server is quieter, raise the snapshot lock timeout, or use the watermark method, which takes no lock: %w",
+				what, d, waited.Round(time.Millisecond), err)}
 		}
 		return fmt.Errorf("snapshot: %s: %w", what, err)
 	}
@@ -754,7 +768,7 @@ func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv serve
 				return res, err
 			}
 			if long != "" {
-				return res, fmt.Errorf("snapshot: a query has been running (%s), and the flush of FLUSH TABLES WITH READ LOCK would hold every writer back until it ends; gave up waiting for it after %s. LOCK TABLES … READ, which does not wait for queries, is not allowed: let the query finish or KILL it, grant LOCK TABLES on the tables, raise the snapshot lock timeout, or use the watermark method, which takes no lock", long, d)
+				return res, lockTimeoutError{fmt.Errorf("snapshot: a query has been running (%s), and the flush of FLUSH TABLES WITH READ LOCK would hold every writer back until it ends; gave up waiting for it after %s. LOCK TABLES … READ, which does not wait for queries, is not allowed: let the query finish or KILL it, grant LOCK TABLES on the tables, raise the snapshot lock timeout, or use the watermark method, which takes no lock", long, d)}
 			}
 			res.Method = "global-read-lock"
 			start = time.Now()

@@ -122,8 +122,8 @@ func TestConsistentLockTimeout(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), "watermark method") || !strings.Contains(err.Error(), "1s") {
-				t.Fatalf("Run behind a blocker: %v", err)
+			if err == nil || !strings.Contains(err.Error(), "watermark method") || !strings.Contains(err.Error(), "1s") || !errors.Is(err, snapshot.ErrLockTimeout) {
+				t.Fatalf("Run behind a blocker: %v (want snapshot.ErrLockTimeout)", err)
 			}
 			release()
 			if res, err = snapshot.Run(ctx, scfg, func(*binlog.Txn) error { return nil }); err != nil || res.Method != tc.method || res.Rows != 1000 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -40,9 +41,11 @@ var schema = []string{
 	)`,
 }
 
-func startServer(t *testing.T, seed ...string) *testenv.Server {
+// startServer starts a server of flavor with the schema and runs seed
+// (in the database ads).
+func startServer(t *testing.T, flavor position.Flavor, seed ...string) *testenv.Server {
 	t.Helper()
-	db := testenv.StartT(t, testenv.Options{})
+	db := testenv.StartT(t, testenv.Options{Flavor: flavor})
 	if err := db.Exec(context.Background(), append(append(slices.Clone(schema), "USE ads"), seed...)...); err != nil {
 		t.Fatal(err)
 	}
@@ -78,28 +81,32 @@ func start(t *testing.T, cfg Config, store *Store) (stop func() error, failed <-
 	case <-ready:
 	case err := <-done:
 		t.Fatalf("Run ended before the first load: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("no first load after 60s")
+	case <-time.After(90 * time.Second):
+		t.Fatal("no first load after 90s")
 	}
 	return stop, done
 }
 
-func masterStatus(t *testing.T, db *testenv.Server) position.Position {
+// binlogEnd is the server's current end of binlog.
+func binlogEnd(t *testing.T, db *testenv.Server) position.Position {
 	t.Helper()
-	rs, err := db.Query(context.Background(), "SHOW MASTER STATUS")
+	c, err := db.Conn(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := rs.GetString(0, 0)
-	off, _ := rs.GetUint(0, 1)
-	return position.Position{File: strings.Clone(f), Offset: uint32(off)}
+	defer c.Close()
+	p, err := binlog.BinlogPosition(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // catchUp waits until the store has applied the binlog up to the server's
 // current end.
 func catchUp(t *testing.T, db *testenv.Server, store *Store, failed <-chan error) {
 	t.Helper()
-	end := masterStatus(t, db)
+	end := binlogEnd(t, db)
 	deadline := time.After(60 * time.Second)
 	for store.Position().Compare(end) < 0 {
 		select {
@@ -226,17 +233,27 @@ func cents(t *testing.T, s string) int64 {
 // never see half a transaction: transfers between campaigns 1 and 2, each
 // in one transaction spread over several chunks, keep their total.
 func TestCopyUnderWrites(t *testing.T) {
+	testenv.ForEachFlavor(t, copyUnderWrites)
+}
+
+func copyUnderWrites(t *testing.T, flavor position.Flavor) {
 	const campaigns, banners = 200, 3000
-	db := startServer(t,
-		fmt.Sprintf("INSERT INTO ads.campaigns SELECT seq, CONCAT('Kampagne Nº', seq, ' ✓'), IF(seq <= 2, 1000000, seq * 1.25), seq %% 3 > 0 FROM seq_1_to_%d", campaigns),
-		// Some banners point at campaigns that do not exist (yet).
-		fmt.Sprintf("INSERT INTO ads.banners SELECT seq, seq %% %d + 1, CONCAT('https://cdn.example/b/', seq, '.png'), seq / 1000 FROM seq_1_to_%d", campaigns+30, banners),
-	)
+	db := startServer(t, flavor)
 	ctx := context.Background()
+	from, setup := db.SeqFrom(1, banners)
+	if err := db.Exec(ctx, append(append(setup, "USE ads"),
+		fmt.Sprintf("INSERT INTO ads.campaigns SELECT seq, CONCAT('Kampagne Nº', seq, ' ✓'), IF(seq <= 2, 1000000, seq * 1.25), seq %% 3 > 0 FROM %s WHERE seq <= %d", from, campaigns),
+		// Some banners point at campaigns that do not exist (yet).
+		fmt.Sprintf("INSERT INTO ads.banners SELECT seq, seq %% %d + 1, CONCAT('https://cdn.example/b/', seq, '.png'), seq / 1000 FROM %s", campaigns+30, from),
+	)...); err != nil {
+		t.Fatal(err)
+	}
 
 	var stop atomic.Bool
 	var writes, failures atomic.Int64
 	var wg sync.WaitGroup
+	// The writers stop when the test does, also when it fails early.
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 	for w := range 4 {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 42))
@@ -281,6 +298,11 @@ func TestCopyUnderWrites(t *testing.T) {
 						fmt.Sprintf("UPDATE ads.campaigns SET budget = budget + %d.01 WHERE id = 2", d),
 						"COMMIT"}
 				}
+				// A writer waiting for another's row locks gives up
+				// soon (as a deadlock would): on MySQL the snapshot's
+				// table flush can otherwise leave the holder waiting on
+				// the waiter until innodb_lock_wait_timeout (50 s).
+				stmts = append([]string{"SET SESSION innodb_lock_wait_timeout = 2"}, stmts...)
 				if err := db.Exec(ctx, stmts...); err != nil {
 					failures.Add(1) // deadlocks and duplicate keys: rolled back
 				} else {
@@ -293,6 +315,9 @@ func TestCopyUnderWrites(t *testing.T) {
 
 	cfg := testConfig(t, db)
 	cfg.ChunkBytes = 8 << 10 // small chunks: large transactions arrive in several
+	// MySQL: writers waiting for each other's row locks can keep the
+	// snapshot's lock from being taken; give up soon and try again.
+	cfg.LockTimeout = 2 * time.Second
 	store := NewStore("ads")
 	stopRun, failed := start(t, cfg, store)
 	loadedAt := store.Position()
@@ -345,7 +370,11 @@ func TestCopyUnderWrites(t *testing.T) {
 // (narrowing a DECIMAL rounds every value; TRUNCATE is a statement): the
 // tables are read again, and the copy stays exact.
 func TestReloadAfterDDL(t *testing.T) {
-	db := startServer(t,
+	testenv.ForEachFlavor(t, reloadAfterDDL)
+}
+
+func reloadAfterDDL(t *testing.T, flavor position.Flavor) {
+	db := startServer(t, flavor,
 		"INSERT INTO ads.campaigns VALUES (1, 'one', 10.25, TRUE), (2, 'two', 20.75, FALSE)",
 		"INSERT INTO ads.banners VALUES (1, 1, 'a', 1.5), (2, 2, 'b', 2.5), (3, 3, 'c', 3.5)",
 	)
@@ -370,6 +399,83 @@ func TestReloadAfterDDL(t *testing.T) {
 	}
 	if st := store.Stats(); st.Loads < 2 {
 		t.Fatalf("no reload after DDL: %+v", st)
+	}
+}
+
+// TestLoadRetriesAfterLockTimeout (MySQL only: MariaDB's snapshot takes
+// no lock): a writer waiting for the row lock of an open transaction keeps
+// the snapshot's lock from being taken within its timeout; Run does not
+// give up but tries again, and once the transaction has ended loads what
+// the server holds.
+func TestLoadRetriesAfterLockTimeout(t *testing.T) {
+	if !slices.Contains(testenv.Flavors(), position.MySQL) {
+		t.Skip("MySQL only, and SLUICE_TEST_FLAVORS leaves it out")
+	}
+	db := startServer(t, position.MySQL, "INSERT INTO ads.campaigns VALUES (1, 'one', 1.00, TRUE)")
+	ctx := context.Background()
+	holder, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	for _, q := range []string{"BEGIN", "UPDATE ads.campaigns SET budget = 2.00 WHERE id = 1"} {
+		if _, err := holder.Execute(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiter, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := waiter.Execute("UPDATE ads.campaigns SET name = 'uno' WHERE id = 1")
+		waited <- err
+	}()
+	time.Sleep(1200 * time.Millisecond) // the waiter shows as a query running for a second
+
+	var log syncBuffer
+	cfg := testConfig(t, db)
+	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(&log, t.Output()), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	store := NewStore("ads")
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done, ready := make(chan error, 1), make(chan struct{})
+	go func() { done <- Run(rctx, cfg, store, func() { close(ready) }) }()
+	deadline := time.After(60 * time.Second)
+	for !strings.Contains(log.String(), "trying again") {
+		select {
+		case err := <-done:
+			t.Fatalf("Run ended behind the open transaction: %v", err)
+		case <-ready:
+			t.Fatal("loaded while the waiter held up the snapshot's lock")
+		case <-deadline:
+			t.Fatal("no lock timeout after 60s")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if _, err := holder.Execute("COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiting UPDATE: %v", err)
+	}
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run ended: %v", err)
+	case <-deadline:
+		t.Fatal("no load after the transaction ended")
+	}
+	catchUp(t, db, store, done)
+	compare(t, db, store)
+	if c, _ := store.Campaign(1); c != (Campaign{1, "uno", "2.00", true}) {
+		t.Fatalf("campaign 1: %+v", c)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel: %v", err)
 	}
 }
 
@@ -411,7 +517,12 @@ func TestCommand(t *testing.T) {
 		}
 	}
 
-	db := startServer(t, "INSERT INTO ads.campaigns VALUES (7, 'seven', 7.00, TRUE)", "INSERT INTO ads.banners VALUES (1, 7, 'a', 1), (2, 8, 'b', 2)")
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) { command(t, flavor) })
+}
+
+// command runs the program against a server of flavor.
+func command(t *testing.T, flavor position.Flavor) {
+	db := startServer(t, flavor, "INSERT INTO ads.campaigns VALUES (7, 'seven', 7.00, TRUE)", "INSERT INTO ads.banners VALUES (1, 7, 'a', 1), (2, 8, 'b', 2)")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errOut syncBuffer

@@ -21,6 +21,11 @@ type Config struct {
 	// ChunkBytes bounds the memory of one chunk of a large transaction
 	// (0: the reader's default, 1 MiB).
 	ChunkBytes int
+	// LockTimeout bounds how long a load of a MySQL server waits for the
+	// snapshot's lock, holding writers back meanwhile, before it gives up
+	// and tries again (0: the snapshot's default, 10s; see
+	// snapshot.Config.LockTimeout). MariaDB's snapshot takes no lock.
+	LockTimeout time.Duration
 	// Logger receives progress and reconnection messages (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -34,7 +39,10 @@ const idlePoll = 250 * time.Millisecond
 // nil) or an error stops it: it loads both tables with a consistent
 // snapshot, then applies the binlog from exactly the snapshot's position.
 // ready, if not nil, is called once, when the first load is published.
-// A DDL statement on the tables makes it load them again (ErrReload).
+// A DDL statement on the tables makes it load them again (ErrReload). On
+// MySQL the snapshot takes a lock for a moment; when it cannot have it in
+// time (snapshot.ErrLockTimeout) the load is tried again, a second later
+// and then less often.
 func Run(ctx context.Context, cfg Config, store *Store, ready func()) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -43,14 +51,29 @@ func Run(ctx context.Context, cfg Config, store *Store, ready func()) error {
 	if err != nil {
 		return err
 	}
+	wait := time.Second
 	for {
 		pos, err := load(ctx, cfg, tables, store)
+		if errors.Is(err, snapshot.ErrLockTimeout) && ctx.Err() == nil {
+			// MySQL: the snapshot's lock could not be had in time
+			// (writers waiting for each other's row locks held it up);
+			// nothing was loaded, so try again a little later.
+			cfg.Logger.Warn("the snapshot could not take its lock; trying again", "in", wait.String(), "err", err.Error())
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 30*time.Second)
+			continue
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
+		wait = time.Second
 		if ready != nil {
 			ready()
 			ready = nil
@@ -71,7 +94,7 @@ func Run(ctx context.Context, cfg Config, store *Store, ready func()) error {
 // publishes it, returning the point's binlog position.
 func load(ctx context.Context, cfg Config, tables *binlog.Filter, store *Store) (position.Position, error) {
 	l := store.NewLoad()
-	res, err := snapshot.Run(ctx, snapshot.Config{Source: cfg.Source, Tables: tables, Logger: cfg.Logger},
+	res, err := snapshot.Run(ctx, snapshot.Config{Source: cfg.Source, Tables: tables, LockTimeout: cfg.LockTimeout, Logger: cfg.Logger},
 		func(txn *binlog.Txn) error {
 			err := l.Add(txn)
 			txn.Release()

@@ -107,3 +107,22 @@ func (m *Server) Version() string {
 	}
 	return flavorName(m.Flavor)
 }
+
+// ForEachFlavorMix is ForEachFlavor for tests over several servers (the
+// shards of one pipeline): fn runs as subtests "mariadb" and "mysql", where
+// every server is of that flavor, and "mixed", where server i is
+// AllFlavors[i%2] (MariaDB, MySQL, MariaDB, ...), so that one pipeline
+// reads both kinds at once. fn asks flavorOf(i) for server i's flavor.
+// "mixed" runs only when both flavors are selected (SLUICE_TEST_FLAVORS).
+func ForEachFlavorMix(t *testing.T, fn func(t *testing.T, flavorOf func(i int) position.Flavor)) {
+	t.Helper()
+	ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		fn(t, func(int) position.Flavor { return f })
+	})
+	if len(Flavors()) < len(AllFlavors) {
+		return
+	}
+	t.Run("mixed", func(t *testing.T) {
+		fn(t, func(i int) position.Flavor { return AllFlavors[i%len(AllFlavors)] })
+	})
+}

@@ -331,3 +331,32 @@ func alive(pid int) bool {
 	}
 	return true
 }
+
+// TestClockOffset: a server started with ClockOffset (libfaketime, for
+// MySQL through its own loader) reports a clock that far ahead, and
+// starts about as quickly as without it.
+func TestClockOffset(t *testing.T) {
+	ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		const offset = 10 * time.Second
+		start := time.Now()
+		db := StartT(t, Options{Flavor: flavor, ClockOffset: offset})
+		took := time.Since(start)
+		r, err := db.Query(context.Background(), "SELECT UNIX_TIMESTAMP(NOW(6))")
+		if err != nil {
+			t.Fatal(err)
+		}
+		secs, err := r.GetFloat(0, 0)
+		if err != nil {
+			s, _ := r.GetString(0, 0)
+			fmt.Sscan(s, &secs)
+		}
+		got := time.Duration(secs*1e9) - time.Duration(time.Now().UnixNano())
+		t.Logf("%s started in %v with its clock %v ahead", db.Version(), took.Round(time.Millisecond), got.Round(time.Millisecond))
+		if got < offset-time.Second || got > offset+time.Second {
+			t.Errorf("the server's clock is %v ahead, want about %v", got, offset)
+		}
+		if took > 20*time.Second {
+			t.Errorf("the server took %v to start under libfaketime", took)
+		}
+	})
+}
