@@ -282,16 +282,12 @@ func testHAFailoverManySources(t *testing.T, bin string, flavors []position.Flav
 	s.checkSources(t, totals, h.logs())
 }
 
-// forEachShardMix runs fn with one sluice binary on two shards of each
-// flavor (subtests "mariadb" and "mysql", by testenv.ForEachFlavor), then
-// on a MariaDB shard and a MySQL shard in one pipeline (subtest "mixed";
-// not when SLUICE_TEST_FLAVORS names only one flavor).
+// forEachShardMix runs fn on two shards of each flavor, then on a MariaDB
+// shard and a MySQL shard in one pipeline (testenv.ForEachFlavorMix).
 func forEachShardMix(t *testing.T, fn func(t *testing.T, bin string, flavors []position.Flavor)) {
-	bin := buildSluice(t)
-	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) { fn(t, bin, []position.Flavor{f, f}) })
-	if len(testenv.Flavors()) == len(testenv.AllFlavors) {
-		t.Run("mixed", func(t *testing.T) { fn(t, bin, []position.Flavor{position.MariaDB, position.MySQL}) })
-	}
+	testenv.ForEachFlavorMix(t, func(t *testing.T, flavorOf func(int) position.Flavor) {
+		fn(t, buildSluice(t), []position.Flavor{flavorOf(0), flavorOf(1)})
+	})
 }
 
 // fileLines counts the complete lines of the file sink's segments (glob).
