@@ -332,6 +332,19 @@ func (p *Pipeline) planSources(cp *checkpoint.Checkpoint, recs []Recovery, pl *p
 		sp := &pl.srcs[si]
 		if !resume.IsZero() {
 			sp.pos, sp.saved = resume, true
+			// Every sink holds the source up to resume, so the checkpoint
+			// says so from now on. Left at an older position, it would let
+			// a sink that holds exactly resume move its offset on (it is
+			// not ahead of the checkpoint by its holds) while the position
+			// stays behind; the next recovery would then find nothing past
+			// that offset and send the sink the source's transactions
+			// since the older position again.
+			if at := cp.Sources[name]; at.IsZero() || resume.Compare(at) > 0 {
+				if cp.Sources == nil {
+					cp.Sources = map[string]position.Position{}
+				}
+				cp.Sources[name] = resume
+			}
 		}
 		for i := range recs {
 			if !ends[i].IsZero() && (resume.IsZero() || ends[i].Compare(resume) > 0) {
