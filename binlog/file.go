@@ -34,7 +34,7 @@ type FileConfig struct {
 // ReadFiles decodes binlog files from disk, in the given order, the same
 // way the Reader decodes a live stream, calling fn for every transaction.
 func ReadFiles(ctx context.Context, files []string, cfg FileConfig, fn func(*Txn) error) error {
-	if err := checkOnStatementChange(cfg.OnStatementChange); err != nil {
+	if err := CheckOnStatementChange(cfg.OnStatementChange); err != nil {
 		return err
 	}
 	fr := newFileReader(ctx, cfg, fn)
@@ -55,7 +55,7 @@ func ReadFiles(ctx context.Context, files []string, cfg FileConfig, fn func(*Txn
 // ReadStream decodes one binlog file's bytes (starting with the 4-byte
 // binlog magic) from r. name is used in positions and messages.
 func ReadStream(ctx context.Context, name string, r io.Reader, cfg FileConfig, fn func(*Txn) error) error {
-	if err := checkOnStatementChange(cfg.OnStatementChange); err != nil {
+	if err := CheckOnStatementChange(cfg.OnStatementChange); err != nil {
 		return err
 	}
 	return newFileReader(ctx, cfg, fn).read(name, r)

@@ -220,7 +220,7 @@ func (c *Config) Validate() error {
 	if c.User == "" {
 		return errors.New("binlog: no user: give one with replication privileges")
 	}
-	if err := checkOnStatementChange(c.OnStatementChange); err != nil {
+	if err := CheckOnStatementChange(c.OnStatementChange); err != nil {
 		return err
 	}
 	if c.Start.IsZero() && c.StartAt != StartCurrent && c.StartAt != StartEarliest {
@@ -519,8 +519,13 @@ func connectError(ctx context.Context, cfg Config, err error) error {
 	if mode == "" && cfg.TLS != nil {
 		mode = TLSRequired
 	}
-	err = tlsAdvice(brief(err), mode)
 	var myErr *mysql.MyError
+	if errors.As(err, &myErr) {
+		// The server's own words, without go-mysql's call path
+		// ("handleAuthResult: readAuthResult: ...").
+		err = myErr
+	}
+	err = tlsAdvice(brief(err), mode)
 	if errors.As(err, &myErr) && myErr.Code == mysql.ER_PLUGIN_IS_NOT_LOADED && strings.Contains(myErr.Message, "mysql_native_password") {
 		if v, perr := probeServerVersion(ctx, cfg.Addr); perr == nil {
 			if advice := v.nativePasswordAdvice(cfg.User); advice != "" {
@@ -1414,7 +1419,9 @@ func executeLoadQuery(raw []byte, crc bool) (db, q string, err error) {
 	return string(rest[:dbLen]), string(rest[dbLen+1:]), nil
 }
 
-func checkOnStatementChange(v string) error {
+// CheckOnStatementChange checks a value of Config.OnStatementChange
+// (and FileConfig's): "", StatementStop or StatementSkip.
+func CheckOnStatementChange(v string) error {
 	switch v {
 	case "", StatementStop, StatementSkip:
 		return nil

@@ -411,7 +411,7 @@ func TestBadInput(t *testing.T) {
 			{[]string{"--source", "mysql://root:pw-wrong@" + db.Addr()}, "Access denied for user 'root'"},
 			// The snapshot's position needs the monitoring privilege (the
 			// server names it), the stream REPLICATION SLAVE (sluice does).
-			{[]string{"--source", "mysql://nobinlog:pw-nobinlog@" + db.Addr()}, "reading the binlog position"},
+			{[]string{"--source", "mysql://nobinlog:pw-nobinlog@" + db.Addr()}, "reading the current binlog position"},
 			{[]string{"--source", "mysql://nobinlog:pw-nobinlog@" + db.Addr(), "--from", "current"}, "needs REPLICATION SLAVE"},
 			{[]string{"--source", db.URL(), "--from", "mysql-bin.000099:4"}, "never wrote the binlog file mysql-bin.000099"},
 			{[]string{"--source", db.URL(), "--from", ahead}, "ahead of the server"},
@@ -425,6 +425,9 @@ func TestBadInput(t *testing.T) {
 			}
 			if strings.Contains(string(out), "pw-") {
 				t.Errorf("sluice tail %v: a password in the output: %s", tc.args, out)
+			}
+			if strings.Contains(string(out), "handleAuthResult") || strings.Contains(string(out), "readAuthResult") {
+				t.Errorf("sluice tail %v: go-mysql's call path in the message, not the server's words: %s", tc.args, out)
 			}
 		}
 	})

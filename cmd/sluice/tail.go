@@ -146,10 +146,10 @@ func tailCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.OnStatementChange = onStatement
-			if err := cfg.Validate(); err != nil {
+			if err := binlog.CheckOnStatementChange(onStatement); err != nil {
 				return fmt.Errorf("--on-statement-change: %w", err)
 			}
+			cfg.OnStatementChange = onStatement
 			var signalDB, signalTable string
 			if signal != "" {
 				var ok bool
