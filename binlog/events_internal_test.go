@@ -1,6 +1,8 @@
 package binlog
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/replication"
@@ -134,4 +136,41 @@ func FuzzIncidentText(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = incidentText(b)
 	})
+}
+
+// On a replication stream a START_ENCRYPTION event is passed over (the
+// server decrypts what it sends); the stops are errors a reconnect does
+// not retry, naming the event, the file and the offset.
+func TestLiveEventDecisions(t *testing.T) {
+	r := &Reader{file: "mysql-bin.000007"}
+	hdr := func(typ replication.EventType, flags uint16) *replication.EventHeader {
+		return &replication.EventHeader{EventType: typ, Flags: flags, LogPos: 1100, EventSize: 100}
+	}
+	if err := r.other(hdr(replication.MARIADB_START_ENCRYPTION_EVENT, 0), nil); err != nil {
+		t.Errorf("START_ENCRYPTION on the stream: %v", err)
+	}
+	for _, typ := range []replication.EventType{replication.ROWS_QUERY_EVENT, replication.MARIADB_ANNOTATE_ROWS_EVENT, replication.IGNORABLE_EVENT, replication.VIEW_CHANGE_EVENT} {
+		if err := r.other(hdr(typ, 0), nil); err != nil {
+			t.Errorf("%s on the stream: %v", eventName(typ), err)
+		}
+	}
+	if err := r.other(hdr(99, replication.LOG_EVENT_IGNORABLE_F), nil); err != nil {
+		t.Errorf("ignorable unknown event: %v", err)
+	}
+	for typ, want := range map[replication.EventType]string{
+		replication.INCIDENT_EVENT: `INCIDENT_EVENT (type code 26) at mysql-bin.000007:1000: LOST_EVENTS ("x")`,
+		99:                         "event type 99 (type code 99) at mysql-bin.000007:1000: no MySQL 8/9 or MariaDB 10/11 server defines it",
+		replication.LOAD_EVENT:     "LOAD_EVENT (type code 6) at mysql-bin.000007:1000",
+	} {
+		err := r.other(hdr(typ, 0), []byte{1, 0, 1, 'x'})
+		if !errors.Is(err, ErrUnsupportedEvent) || !strings.Contains(err.Error(), want) || retryable(err) {
+			t.Errorf("type %d: %v, want a final ErrUnsupportedEvent with %q", typ, err, want)
+		}
+	}
+	// go-mysql's parse errors come out in words, not as a struct dump.
+	evErr := &replication.EventError{Header: hdr(replication.TABLE_MAP_EVENT, 0), Err: "invalid table id", Data: []byte{1, 2, 3}}
+	err := r.classify(evErr)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "TABLE_MAP_EVENT event cannot be decoded: invalid table id") || strings.Contains(err.Error(), "Header") {
+		t.Errorf("classify(EventError): %v", err)
+	}
 }
