@@ -118,7 +118,28 @@
 // newer process of the same consumer took the binlog dump over), ErrCorrupt
 // (checksum mismatch, truncated or undecodable event, with file and
 // position), ErrServerConfig and ErrPrivilege (with the statement that
-// fixes them), ErrSchemaMismatch.
+// fixes them), ErrSchemaMismatch, ErrUnsupportedEvent.
 //
-// ReadFiles decodes binlog files from disk the same way.
+// # Event types
+//
+// Every event type code is decided (events.go, one table): decoded
+// (changes, transaction boundaries, GTIDs, positions, heartbeats, XA
+// PREPARE, transaction payloads), passed over knowingly (events that hold
+// nothing to deliver: STOP, INTVAR/RAND/USER_VAR and the LOAD DATA file
+// blocks of statement-logged changes, whose query event decides,
+// ROWS_QUERY and ANNOTATE_ROWS, IGNORABLE, Group Replication's
+// TRANSACTION_CONTEXT and VIEW_CHANGE, and any unknown code marked
+// LOG_EVENT_IGNORABLE_F), or a stop with ErrUnsupportedEvent naming the
+// type, the file and the offset (the pre-5.0 LOAD DATA and pre-GA row
+// events, INCIDENT with its message, MariaDB's unused v2 compressed row
+// events, any unknown code without the ignorable flag). MariaDB's
+// START_ENCRYPTION is passed over on a stream (the server decrypts what
+// it sends) and stops ReadFiles: the rest of the file is encrypted.
+//
+// ReadFiles decodes binlog files from disk the same way. A file that is
+// not a binlog, a binlog of format version 1 or 3 (START_EVENT_V3, or a
+// FORMAT_DESCRIPTION of another version), a MySQL file written with
+// binlog_encryption, and a damaged file (a checksum, a cut, bytes that do
+// not fit their event type) stop with the file, the offset and what is
+// wrong in words.
 package binlog

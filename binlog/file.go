@@ -85,13 +85,19 @@ const maxEventSize = 1<<30 + 1<<20
 
 var binlogMagic = []byte{0xfe, 'b', 'i', 'n'}
 
+// encryptedMagic starts a MySQL binlog file written with
+// binlog_encryption=ON (its 512-byte encryption header).
+var encryptedMagic = []byte{0xfd, 'b', 'i', 'n'}
+
 func (fr *fileReader) read(name string, in io.Reader) (err error) {
 	r := fr.r
 	r.file = name
 	r.resume = position.Position{File: name, Offset: 4, Flavor: r.flavor}
 	r.asm = assembly{}
 	magic := make([]byte, 4)
-	if _, err := io.ReadFull(in, magic); err != nil || !bytes.Equal(magic, binlogMagic) {
+	if _, err := io.ReadFull(in, magic); err == nil && bytes.Equal(magic, encryptedMagic) {
+		return fmt.Errorf("%w: %s is an encrypted MySQL binlog (binlog_encryption=ON) and cannot be read without the server's keyring; read it through the server instead (sluice tail or run: the server decrypts what it sends to a replica)", ErrUnsupportedEvent, name)
+	} else if err != nil || !bytes.Equal(magic, binlogMagic) {
 		return fmt.Errorf("%w: %s is not a binlog file (it does not start with the binlog magic bytes fe 62 69 6e)", ErrCorrupt, name)
 	}
 	p := replication.NewBinlogParser()
@@ -101,11 +107,13 @@ func (fr *fileReader) read(name string, in io.Reader) (err error) {
 	p.SetPayloadDecoderConcurrency(1)
 	h := &eventHandler{r: r}
 	var offset int64 = 4 // of the event being read
+	var typ replication.EventType
 	defer func() {
 		// go-mysql's event parsers index into event bodies without checking
-		// every length; corrupt input must come out as an error, not a crash.
+		// every length; corrupt input must come out as an error in words,
+		// not a crash (the panic's text says nothing to a user).
 		if rec := recover(); rec != nil {
-			err = fmt.Errorf("%w: %s: undecodable event at offset %d: %v", ErrCorrupt, name, offset, rec)
+			err = fmt.Errorf("%w: %s: %s event at offset %d cannot be decoded: its bytes do not fit its type (the file is damaged; events before this point were delivered)", ErrCorrupt, name, eventName(typ), offset)
 		}
 	}()
 	corrupt := func(format string, args ...any) error {
@@ -122,6 +130,16 @@ func (fr *fileReader) read(name string, in io.Reader) (err error) {
 		} else if err != nil {
 			return corrupt("truncated event header")
 		}
+		typ = replication.EventType(header[4])
+		if offset == 4 && typ != replication.FORMAT_DESCRIPTION_EVENT {
+			// A version 4 binlog starts with a FORMAT_DESCRIPTION event;
+			// versions 1 and 3 (MySQL before 5.0) with START_EVENT_V3.
+			if typ == replication.START_EVENT_V3 {
+				k := kindOf(typ, 0)
+				return fmt.Errorf("%w: %s: %s at offset 4: %s", ErrUnsupportedEvent, name, k.name, k.why)
+			}
+			return fmt.Errorf("%w: %s: the first event (at offset 4) is %s, not a FORMAT_DESCRIPTION_EVENT: the file is damaged or not a binlog", ErrCorrupt, name, eventName(typ))
+		}
 		size := binary.LittleEndian.Uint32(header[9:])
 		if size < replication.EventHeaderSize || size > maxEventSize {
 			return corrupt("impossible event size %d", size)
@@ -133,6 +151,11 @@ func (fr *fileReader) read(name string, in io.Reader) (err error) {
 			return corrupt("truncated event: %d bytes announced", size)
 		}
 		raw := bytes.Clone(buf.Bytes())
+		if k := kindOf(typ, binary.LittleEndian.Uint16(header[17:])); k.file == eventStops && typ != replication.INCIDENT_EVENT {
+			// Before go-mysql decodes it (it takes the pre-GA row events for
+			// rows events of today). An incident is parsed for its message.
+			return fmt.Errorf("%w: %s (type code %d) at %s:%d: %s", ErrUnsupportedEvent, k.name, typ, name, offset, k.why)
+		}
 		if replication.EventType(header[4]) == replication.FORMAT_DESCRIPTION_EVENT {
 			// A file the server is still writing has LOG_EVENT_BINLOG_IN_USE_F
 			// set in its FORMAT_DESCRIPTION event; the checksum was computed
@@ -146,7 +169,10 @@ func (fr *fileReader) read(name string, in io.Reader) (err error) {
 		}
 		ev, err := p.Parse(raw)
 		if err != nil {
-			return corrupt("%v", err)
+			return corrupt("%s", parseErrorText(typ, err))
+		}
+		if fde, ok := ev.Event.(*replication.FormatDescriptionEvent); ok && fde.Version != 4 {
+			return fmt.Errorf("%w: %s: FORMAT_DESCRIPTION_EVENT at offset %d says binlog format version %d: only version 4 binlogs (MySQL 5.0 and later, every MariaDB) are supported", ErrUnsupportedEvent, name, offset, fde.Version)
 		}
 		if r.flavor == "" {
 			switch ev.Event.(type) {

@@ -589,7 +589,7 @@ func retryable(err error) bool {
 	}
 	if errors.Is(err, ErrPurged) || errors.Is(err, ErrPositionUnknown) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrSchemaMismatch) ||
 		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, ErrReplaced) || errors.Is(err, errHandler) ||
-		errors.Is(err, ErrStatementChange) {
+		errors.Is(err, ErrStatementChange) || errors.Is(err, ErrUnsupportedEvent) {
 		return false
 	}
 	var myErr *mysql.MyError
@@ -1093,7 +1093,11 @@ func (r *Reader) classify(err error) error {
 	}
 	var evErr *replication.EventError
 	if errors.As(err, &evErr) || errors.Is(err, replication.ErrChecksumMismatch) || strings.Contains(err.Error(), "failed checksum") {
-		return fmt.Errorf("%w: %s after %s: %v (the binlog is damaged or not a binlog; nothing after this point was delivered)", ErrCorrupt, r.file, r.resume, err)
+		var typ replication.EventType
+		if evErr != nil && evErr.Header != nil {
+			typ = evErr.Header.EventType
+		}
+		return fmt.Errorf("%w: %s after %s: %s (the binlog is damaged or not a binlog; nothing after this point was delivered)", ErrCorrupt, r.file, r.resume, parseErrorText(typ, err))
 	}
 	return err
 }
@@ -1155,6 +1159,14 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 	hdr := ev.Header
 	if err := r.checkContiguous(ev); err != nil {
 		return err
+	}
+	if k := kindOf(hdr.EventType, hdr.Flags); k.live != eventDecoded || k.file != eventDecoded {
+		// Passed over knowingly, or a stop (events.go).
+		var body []byte
+		if g, ok := ev.Event.(*replication.GenericEvent); ok {
+			body = g.Data
+		}
+		return r.other(hdr, body)
 	}
 	switch e := ev.Event.(type) {
 	case *replication.RotateEvent:
@@ -1232,7 +1244,7 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		if hdr.EventType == replication.XA_PREPARE_LOG_EVENT {
 			return r.xaPrepare(hdr, e.Data, h)
 		}
-		return nil
+		return r.other(hdr, e.Data)
 	case *replication.XIDEvent:
 		return r.commit(hdr, h)
 	case *replication.TransactionPayloadEvent:
@@ -1247,7 +1259,8 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		}
 		return nil
 	}
-	return nil
+	// A code decoded above that came as another event type.
+	return r.other(hdr, nil)
 }
 
 // logEventArtificial marks events the server makes up for the stream

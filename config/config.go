@@ -8,6 +8,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"regexp"
@@ -134,6 +135,27 @@ type Coordinator struct {
 type Admin struct {
 	// Addr is host:port; empty turns the endpoint off.
 	Addr string `yaml:"addr"`
+	// Token, when set, is required (Authorization: Bearer TOKEN) by every
+	// command (any request other than GET or HEAD, e.g. POST /snapshot).
+	// It is required when Addr is not a loopback address. Give it as
+	// ${VAR}: it is a secret, and never logged or printed.
+	Token string `yaml:"token"`
+}
+
+// Loopback reports whether host:port addr listens only on the loopback
+// interface: an IP literal in 127.0.0.0/8 or ::1, or "localhost". An empty
+// host (all interfaces) or any other name is not loopback (names are not
+// resolved: the check is about what the file says).
+func (a Admin) Loopback() bool {
+	host, _, err := net.SplitHostPort(a.Addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Buffer bounds batching and memory.
@@ -548,6 +570,14 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	}
 	if c.Checkpoint.Interval < 0 {
 		return bad("must not be negative", "checkpoint", "interval")
+	}
+	if c.Admin.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Admin.Addr); err != nil {
+			return bad(fmt.Sprintf("%q: want host:port, e.g. 127.0.0.1:7070", c.Admin.Addr), "admin", "addr")
+		}
+		if !c.Admin.Loopback() && c.Admin.Token == "" {
+			return bad(fmt.Sprintf("is required when admin.addr (%s) is not a loopback address: without it anyone who reaches the address can send commands (POST /snapshot). Set admin.token: ${SLUICE_ADMIN_TOKEN} (a long random string), or bind admin.addr to 127.0.0.1", c.Admin.Addr), "admin", "token")
+		}
 	}
 	switch c.Log.Level {
 	case "", "debug", "info", "warn", "error":

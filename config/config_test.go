@@ -167,3 +167,42 @@ func TestEveryKeyDocumented(t *testing.T) {
 	}
 	walk(reflect.TypeOf(Config{}), "")
 }
+
+// A non-loopback admin address needs admin.token (given as ${VAR});
+// loopback works without one.
+func TestAdminToken(t *testing.T) {
+	base := "pipeline: p\nsource: {url: mysql://u:p@h:1}\nadmin:\n"
+	for _, c := range []struct {
+		admin, want string
+		token       string
+	}{
+		{"  addr: 127.0.0.1:7070\n", "", ""},
+		{"  addr: 127.0.0.2:7070\n", "", ""},
+		{"  addr: localhost:7070\n", "", ""},
+		{"  addr: '[::1]:7070'\n", "", ""},
+		{"  addr: 0.0.0.0:7070\n", "x.yaml:4: admin.token: is required when admin.addr (0.0.0.0:7070) is not a loopback address", ""},
+		{"  addr: ':7070'\n", "admin.token: is required when admin.addr (:7070)", ""},
+		{"  addr: 10.1.2.3:7070\n", "admin.token: is required", ""},
+		{"  addr: db-admin.internal:7070\n", "admin.token: is required", ""},
+		{"  addr: 10.1.2.3:7070\n  token: ${ADMIN_TOKEN}\n", "", "s3cr3t-t0ken"},
+		{"  addr: 10.1.2.3:7070\n  token: ${ADMIN_TOKEN:-}\n", "admin.token: is required", ""},
+		{"  addr: 127.0.0.1\n", `admin.addr: "127.0.0.1": want host:port`, ""},
+	} {
+		vars := map[string]string{}
+		if c.token != "" {
+			vars["ADMIN_TOKEN"] = c.token
+		}
+		cfg, err := Parse("x.yaml", []byte(base+c.admin), env(vars))
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", c.admin, err)
+			} else if cfg.Admin.Token != c.token {
+				t.Errorf("%q: token %q, want %q", c.admin, cfg.Admin.Token, c.token)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.admin, err, c.want)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -280,7 +282,7 @@ func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
 	}
 	defer closeSinks(sinks)
 	if cfg.Admin.Addr != "" {
-		stop, err := serveAdmin(ctx, cfg.Admin.Addr, p, m)
+		stop, err := serveAdmin(ctx, cfg.Admin, p, m)
 		if err != nil {
 			return err
 		}
@@ -308,11 +310,40 @@ func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
 	return err
 }
 
+// requireToken lets reads (GET, HEAD) through and every other request
+// only with "Authorization: Bearer TOKEN"; an empty token lets all
+// through. The comparison takes the same time whatever the bytes (both
+// sides are hashed first, so neither the length is told).
+func requireToken(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			sum := sha256.Sum256([]byte(got))
+			if subtle.ConstantTimeCompare(sum[:], want[:]) != 1 || !ok {
+				slog.Warn("admin command refused: missing or wrong token", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+				w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
+				http.Error(w, "missing or wrong admin token: send Authorization: Bearer <admin.token> (sluice snapshot: --token or $SLUICE_ADMIN_TOKEN)", http.StatusUnauthorized)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 var errLeadershipLost = errors.New("leadership lost (etcd unreachable for 2/3 of the lease, or another process leads)")
 
 // serveAdmin starts the admin HTTP endpoint: /metrics, /healthz, /status
-// and POST /snapshot?table=db.table[&where=...][&source=name].
-func serveAdmin(ctx context.Context, addr string, p *pipeline.Pipeline, m *metrics) (stop func(), err error) {
+// and POST /snapshot?table=db.table[&where=...][&source=name]. With a
+// token, every command (a request other than GET or HEAD) needs it.
+func serveAdmin(ctx context.Context, cfg config.Admin, p *pipeline.Pipeline, m *metrics) (stop func(), err error) {
+	addr := cfg.Addr
+	if !cfg.Loopback() && cfg.Token == "" { // config.Parse refuses this too
+		return nil, fmt.Errorf("admin.addr %s is not a loopback address: set admin.token, or bind admin.addr to 127.0.0.1", addr)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin.addr %s: %w (is another sluice running? pick a free port)", addr, err)
@@ -349,7 +380,7 @@ func serveAdmin(ctx context.Context, addr string, p *pipeline.Pipeline, m *metri
 		}
 		fmt.Fprintf(w, "incremental snapshot of %s started\n", table)
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: requireToken(cfg.Token, mux), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			slog.Error("admin endpoint stopped", "err", err.Error())

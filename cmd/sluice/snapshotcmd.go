@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -21,7 +22,7 @@ func snapshotCmd() *cobra.Command {
 	var (
 		incremental        []string
 		admin, cfg, source string
-		where              string
+		where, token       string
 	)
 	cmd := &cobra.Command{
 		Use:   "snapshot --incremental db.table [--incremental db.t2] (--config FILE | --admin HOST:PORT)",
@@ -37,16 +38,24 @@ watermark method). Progress shows in the pipeline's logs, /status and metrics.`,
 			if len(incremental) == 0 {
 				return errors.New("name the tables: --incremental db.table (repeatable)")
 			}
-			if admin == "" {
-				if cfg == "" {
-					return errors.New("say which pipeline: --config FILE (its admin.addr) or --admin HOST:PORT")
-				}
+			if token == "" {
+				token = os.Getenv(adminTokenEnv)
+			}
+			if admin == "" && cfg == "" {
+				return errors.New("say which pipeline: --config FILE (its admin.addr) or --admin HOST:PORT")
+			}
+			if cfg != "" {
 				c, err := config.Load(cfg)
 				if err != nil {
 					return err
 				}
-				if admin = c.Admin.Addr; admin == "" {
-					return fmt.Errorf("%s has no admin.addr: the pipeline takes no commands; add admin: {addr: 127.0.0.1:7070} and restart it", cfg)
+				if admin == "" {
+					if admin = c.Admin.Addr; admin == "" {
+						return fmt.Errorf("%s has no admin.addr: the pipeline takes no commands; add admin: {addr: 127.0.0.1:7070} and restart it", cfg)
+					}
+				}
+				if token == "" {
+					token = c.Admin.Token
 				}
 			}
 			client := &http.Client{Timeout: 40 * time.Second}
@@ -54,7 +63,7 @@ watermark method). Progress shows in the pipeline's logs, /status and metrics.`,
 				if !strings.Contains(t, ".") {
 					return fmt.Errorf("--incremental %q: want db.table", t)
 				}
-				if err := postSnapshot(cmd.Context(), client, admin, t, where, source); err != nil {
+				if err := postSnapshot(cmd.Context(), client, admin, token, t, where, source); err != nil {
 					return err
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "incremental snapshot of %s started\n", t)
@@ -67,10 +76,14 @@ watermark method). Progress shows in the pipeline's logs, /status and metrics.`,
 	cmd.Flags().StringVarP(&cfg, "config", "c", "", "the running pipeline's config (to find its admin address)")
 	cmd.Flags().StringVar(&where, "where", "", "read only rows matching this SQL condition")
 	cmd.Flags().StringVar(&source, "source", "", "the source to read the table from (a pipeline with several sources)")
+	cmd.Flags().StringVar(&token, "token", "", "the pipeline's admin.token (default: $"+adminTokenEnv+", else admin.token of --config; prefer those: a flag shows in ps)")
 	return cmd
 }
 
-func postSnapshot(ctx context.Context, c *http.Client, admin, table, where, source string) error {
+// adminTokenEnv is where sluice snapshot finds the admin token.
+const adminTokenEnv = "SLUICE_ADMIN_TOKEN"
+
+func postSnapshot(ctx context.Context, c *http.Client, admin, token, table, where, source string) error {
 	q := url.Values{"table": {table}}
 	if source != "" {
 		q.Set("source", source)
@@ -82,12 +95,18 @@ func postSnapshot(ctx context.Context, c *http.Client, admin, table, where, sour
 	if err != nil {
 		return err
 	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return fmt.Errorf("asking the pipeline at %s: %w (is sluice run running with this admin address?)", admin, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("the pipeline at %s refused the snapshot of %s: missing or wrong admin token (give the pipeline's admin.token with --token, $%s or --config)", admin, table, adminTokenEnv)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("the pipeline refused the snapshot of %s: %s", table, strings.TrimSpace(string(body)))
 	}

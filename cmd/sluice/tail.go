@@ -72,13 +72,12 @@ func newPrinter(w io.Writer, o outputOpts) *printer {
 // txn prints one transaction chunk; it flushes at the end of a transaction.
 func (p *printer) txn(t *binlog.Txn) error {
 	p.bytes += int64(t.Bytes)
-	if p.first.IsZero() && len(t.Changes) > 0 {
-		p.first, p.firstRows = time.Now(), int64(len(t.Changes))
-	}
+	rows := int64(0)
 	for i := range t.Changes {
 		ch := &t.Changes[i]
 		if ch.Op != binlog.OpDDL {
 			p.rows++
+			rows++
 		}
 		if p.none {
 			continue
@@ -91,6 +90,11 @@ func (p *printer) txn(t *binlog.Txn) error {
 		if _, err := p.w.Write(p.buf); err != nil {
 			return fmt.Errorf("writing output: %w", err)
 		}
+	}
+	if p.first.IsZero() && rows > 0 {
+		// Rows, as p.rows counts them (DDL is not a row): the steady rate
+		// is (p.rows-p.firstRows) over the time after this chunk.
+		p.first, p.firstRows = time.Now(), rows
 	}
 	if t.Last && !t.Snapshot && (len(t.Changes) > 0 || t.Chunk > 0) {
 		p.txns++
@@ -105,19 +109,30 @@ func (p *printer) txn(t *binlog.Txn) error {
 
 // summary is the one-line report: totals, wall time from start, and the
 // steady rate (rows after the first chunk over the time after it).
-func (p *printer) summary() string {
-	now := time.Now()
-	secs := now.Sub(p.start).Seconds()
+func (p *printer) summary() string { return p.summaryAt(time.Now()) }
+
+// summaryAt is the summary as of now. No rate is negative or not a
+// number: a rate over no time, or over a clock that went back, is 0.
+func (p *printer) summaryAt(now time.Time) string {
+	secs := max(now.Sub(p.start).Seconds(), 0)
 	steady, steadySecs := 0.0, 0.0
 	if d := now.Sub(p.first).Seconds(); !p.first.IsZero() && d > 0 {
-		steady, steadySecs = float64(p.rows-p.firstRows)/d, d
+		steady, steadySecs = rate(p.rows-p.firstRows, d), d
 	}
 	s := fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f steady_rows_per_sec=%.0f steady_seconds=%.3f first_rows=%d",
-		p.rows, p.txns, p.bytes, secs, float64(p.rows)/secs, steady, steadySecs, p.firstRows)
+		p.rows, p.txns, p.bytes, secs, rate(p.rows, secs), steady, steadySecs, p.firstRows)
 	if p.snapMethod != "" {
 		s += fmt.Sprintf(" snapshot_method=%s writers_blocked_seconds=%.6f", p.snapMethod, p.snapBlocked.Seconds())
 	}
 	return s
+}
+
+// rate is n per secs; 0 when either is not positive.
+func rate(n int64, secs float64) float64 {
+	if n <= 0 || !(secs > 0) {
+		return 0
+	}
+	return float64(n) / secs
 }
 
 func tailCmd() *cobra.Command {
