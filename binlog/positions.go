@@ -40,6 +40,11 @@ func binlogStatus(c *client.Conn, v ServerVersion) (position.Position, error) {
 	stmt := v.BinlogStatusStatement()
 	rs, err := c.Execute(stmt)
 	if err != nil {
+		var myErr *mysql.MyError
+		if errors.As(err, &myErr) && myErr.Code == mysql.ER_SPECIFIC_ACCESS_DENIED_ERROR {
+			return p, fmt.Errorf("%w: the user needs %s to read the current binlog position (%s): %s (the server said: %s)",
+				ErrPrivilege, v.monitorPrivilege(), stmt, v.replicationGrant("<user>"), myErr.Message)
+		}
 		return p, fmt.Errorf("binlog: reading the current binlog position (%s): %w", stmt, brief(err))
 	}
 	defer rs.Close()

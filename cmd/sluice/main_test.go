@@ -400,18 +400,18 @@ func TestBadInput(t *testing.T) {
 			"CREATE USER 'nobinlog'@'%' IDENTIFIED BY 'pw-nobinlog'", "GRANT SELECT ON *.* TO 'nobinlog'@'%'"); err != nil {
 			t.Fatal(err)
 		}
-		ahead := "gtid:0-1-999999"
+		ahead, monitor := "gtid:0-1-999999", "BINLOG MONITOR"
 		if flavor == position.MySQL {
-			ahead = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5"
+			ahead, monitor = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "REPLICATION CLIENT"
 		}
 		for _, tc := range []struct {
 			args []string
 			want string
 		}{
 			{[]string{"--source", "mysql://root:pw-wrong@" + db.Addr()}, "Access denied for user 'root'"},
-			// The snapshot's position needs the monitoring privilege (the
-			// server names it), the stream REPLICATION SLAVE (sluice does).
-			{[]string{"--source", "mysql://nobinlog:pw-nobinlog@" + db.Addr()}, "reading the current binlog position"},
+			// The snapshot's position needs the monitoring privilege, the
+			// stream REPLICATION SLAVE: sluice names each.
+			{[]string{"--source", "mysql://nobinlog:pw-nobinlog@" + db.Addr()}, "needs " + monitor + " to read the current binlog position"},
 			{[]string{"--source", "mysql://nobinlog:pw-nobinlog@" + db.Addr(), "--from", "current"}, "needs REPLICATION SLAVE"},
 			{[]string{"--source", db.URL(), "--from", "mysql-bin.000099:4"}, "never wrote the binlog file mysql-bin.000099"},
 			{[]string{"--source", db.URL(), "--from", ahead}, "ahead of the server"},

@@ -268,10 +268,10 @@ func TestRunConfigErrors(t *testing.T) {
 		}
 		for _, c := range []struct{ source, want string }{
 			{"url: mysql://root:pw-wrong@" + db.Addr(), "Access denied for user 'root'"},
-			// The snapshot's position needs the monitoring privilege (the
-			// server names it), the stream REPLICATION SLAVE (sluice names
-			// the grant, in the server's own words).
-			{"url: mysql://nobinlog:pw-nobinlog@" + db.Addr(), "reading the binlog position"},
+			// The snapshot's position needs the monitoring privilege, the
+			// stream REPLICATION SLAVE: sluice names the grant, in the
+			// server's own words.
+			{"url: mysql://nobinlog:pw-nobinlog@" + db.Addr(), "needs " + monitor + " to read the current binlog position"},
 			{"url: mysql://nobinlog:pw-nobinlog@" + db.Addr() + "\n  snapshot: {mode: never}", "needs REPLICATION SLAVE to read the binlog: GRANT REPLICATION SLAVE, " + monitor + ", SELECT ON *.* TO 'nobinlog'@'%'"},
 			{"url: " + db.URL() + "\n  start: mysql-bin.000099:4", "never wrote the binlog file mysql-bin.000099"},
 			{"url: " + db.URL() + "\n  start: '" + ahead + "'", "ahead of the server"},
