@@ -14,13 +14,17 @@ type token struct {
 }
 
 // head returns up to max tokens of q, comments left out; it stops at the
-// end or at a token the tokenizer cannot read.
-func head(q string, max int) []token {
+// end or at a token the tokenizer cannot read (then broken is set: the
+// last token may be cut short, as the "t" of an unquoted name "tä").
+func head(q string, max int) (out []token, broken bool) {
 	tk := parser.NewStringTokenizer(q)
-	out := make([]token, 0, max)
+	out = make([]token, 0, max)
 	for len(out) < max {
 		typ, val := tk.Scan()
-		if typ == 0 || typ == sqlparser.LEX_ERROR {
+		if typ == sqlparser.LEX_ERROR {
+			return out, true
+		}
+		if typ == 0 {
 			break
 		}
 		if typ == sqlparser.COMMENT {
@@ -28,14 +32,14 @@ func head(q string, max int) []token {
 		}
 		out = append(out, token{typ, val, strings.ToUpper(val)})
 	}
-	return out
+	return out, false
 }
 
 // isAccount tells an account-management statement by its leading
 // keywords: it never reaches the grammar, which cannot read all of them
 // (and must not log them).
 func isAccount(q string) bool {
-	w := head(q, 4)
+	w, _ := head(q, 4)
 	if len(w) == 0 {
 		return false
 	}
@@ -64,7 +68,10 @@ func isAccount(q string) bool {
 // cannot read it (MariaDB's forms, triggers, functions, events,
 // sequences), its head: the object keyword and the names after it.
 func parseDDL(q, db string, st Statement) Statement {
-	if stmt, err := parser.Parse(q); err == nil {
+	// A DDL statement the grammar reads only in part (MariaDB's table
+	// options) is read by its head: the grammar may have cut a name
+	// short.
+	if stmt, err := parser.Parse(q); err == nil && fullyParsed(stmt) {
 		switch s := stmt.(type) {
 		case sqlparser.DBDDLStatement:
 			if name := s.GetDatabaseName(); name != "" {
@@ -91,6 +98,16 @@ func parseDDL(q, db string, st Statement) Statement {
 		}
 	}
 	return ddlHead(q, db, st)
+}
+
+func fullyParsed(stmt sqlparser.Statement) bool {
+	switch s := stmt.(type) {
+	case sqlparser.DBDDLStatement:
+		return s.IsFullyParsed()
+	case sqlparser.DDLStatement:
+		return s.IsFullyParsed()
+	}
+	return true
 }
 
 func qualifier(tn sqlparser.TableName, db string) string {
@@ -123,7 +140,7 @@ func addTable(out []Table, t Table) []Table {
 // table, DATABASE or SCHEMA name, or FUNCTION, PROCEDURE, EVENT or
 // PACKAGE [BODY] name (their database). Anything else stays unparsed.
 func ddlHead(q, db string, st Statement) Statement {
-	w := head(q, 64)
+	w, broken := head(q, 64)
 	if len(w) == 0 {
 		return st
 	}
@@ -148,16 +165,22 @@ func ddlHead(q, db string, st Statement) Statement {
 		i += len(words)
 		return true
 	}
-	// name reads [db.]name.
+	// name reads [db.]name; not a name the tokenizer stopped in.
 	name := func() (Table, bool) {
 		if i >= len(w) || !isName(w[i]) {
 			return Table{}, false
 		}
 		t := Table{Schema: db, Name: w[i].val}
 		i++
-		if i+1 < len(w) && w[i].typ == '.' && isName(w[i+1]) {
+		if i < len(w) && w[i].typ == '.' {
+			if i+1 >= len(w) || !isName(w[i+1]) {
+				return Table{}, false
+			}
 			t = Table{Schema: t.Name, Name: w[i+1].val}
 			i += 2
+		}
+		if i == len(w) && broken {
+			return Table{}, false
 		}
 		return t, true
 	}
@@ -248,7 +271,12 @@ func ddlHead(q, db string, st Statement) Statement {
 			}
 		case skip("DATABASE"), skip("SCHEMA"):
 			ifExists()
-			if i < len(w) && isName(w[i]) {
+			switch {
+			case verb == "ALTER" && (i == len(w) || dbOption[w[i].up]):
+				if db != "" { // ALTER DATABASE of the default database
+					dbs, st.Database = []string{db}, true
+				}
+			case i < len(w) && isName(w[i]) && (i+1 < len(w) || !broken):
 				dbs, st.Database = []string{w[i].val}, true
 			}
 		case skip("FUNCTION"), skip("PROCEDURE"), skip("EVENT"), skip("PACKAGE"):
@@ -262,6 +290,7 @@ func ddlHead(q, db string, st Statement) Statement {
 		if !skip("TABLE") && !skip("TABLES") {
 			break
 		}
+		skip("IF", "EXISTS") // MariaDB
 		for {
 			from, ok := name()
 			if !ok || !skip("TO") {
@@ -292,6 +321,11 @@ func ddlHead(q, db string, st Statement) Statement {
 	st.Tables, st.Databases, st.Parsed = tables, dbs, true
 	return st
 }
+
+// dbOption are the words that may follow ALTER DATABASE when it names
+// no database (then it alters the default one).
+var dbOption = map[string]bool{"CHARACTER": true, "CHARSET": true, "DEFAULT": true, "COLLATE": true,
+	"COMMENT": true, "ENCRYPTION": true, "READ": true, "UPGRADE": true}
 
 // isName reports whether a token can be an identifier: a plain or quoted
 // name, or a keyword (non-reserved keywords are names in MySQL).

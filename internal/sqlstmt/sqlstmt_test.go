@@ -100,6 +100,10 @@ func TestParseDDL(t *testing.T) {
 		{"CREATE OR REPLACE DATABASE shop", "", DDL, true, nil, []string{"shop"}, true}, // MariaDB
 		{"ALTER DATABASE shop CHARACTER SET utf8mb4", "", DDL, true, nil, []string{"shop"}, true},
 		{"DROP DATABASE IF EXISTS `shop`", "other", DDL, true, nil, []string{"shop"}, true},
+		{"ALTER DATABASE CHARACTER SET utf8mb4", "shop", DDL, true, nil, []string{"shop"}, true},
+		{"ALTER SCHEMA COMMENT = 'x'", "shop", DDL, true, nil, []string{"shop"}, true}, // MariaDB
+		{"ALTER DATABASE DEFAULT COLLATE utf8mb4_bin", "", DDL, false, nil, nil, false},
+		{"RENAME TABLE IF EXISTS a TO b", "d", DDL, true, []string{"d.a", "d.b"}, nil, false}, // MariaDB
 		// Views, sequences, triggers, routines, events.
 		{"CREATE ALGORITHM=UNDEFINED DEFINER=`root`@`localhost` SQL SECURITY DEFINER VIEW `v` AS select 1 AS `1`", "d", DDL, true, []string{"d.v"}, nil, false},
 		{"CREATE OR REPLACE DEFINER=`root`@`%` VIEW shop.v AS SELECT * FROM t", "d", DDL, true, []string{"shop.v"}, nil, false},
@@ -122,6 +126,11 @@ func TestParseDDL(t *testing.T) {
 		{"CREATE SPATIAL REFERENCE SYSTEM 4120 NAME 'x' DEFINITION 'y'", "d", DDL, false, nil, nil, false},
 		{"ALTER INSTANCE ROTATE INNODB MASTER KEY", "", DDL, false, nil, nil, false},
 		{"DROP", "", DDL, false, nil, nil, false},
+		{"CREATE TABLE shop.tä (a INT)", "", DDL, false, nil, nil, false}, // unquoted non-ASCII names: the tokenizer stops in them
+		{"DROP TABLE a, tä", "d", DDL, false, nil, nil, false},
+		{"ALTER TABLE €x ADD b INT", "d", DDL, false, nil, nil, false},
+		{"CREATE DATABASE dä", "d", DDL, false, nil, nil, false},
+		{"CREATE TABLE `tä` (a INT)", "d", DDL, true, []string{"d.tä"}, nil, false},
 		// Account management: never parsed.
 		{"CREATE USER 'alice'@'%' IDENTIFIED WITH 'caching_sha2_password' AS '$A$005$0123456789abcdefghij'", "", Account, false, nil, nil, false},
 		{"CREATE USER IF NOT EXISTS 'a'@'%' IDENTIFIED BY 'secret'", "shop", Account, false, nil, nil, false},
