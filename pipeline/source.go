@@ -317,7 +317,8 @@ func (s *source) addTable(ctx context.Context, db, table, where string) error {
 func Signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, table string, log *slog.Logger) error {
 	kept := txn.Changes[:0]
 	for _, ch := range txn.Changes {
-		if ch.Table == nil || ch.Table.Schema != db || ch.Table.Name != table {
+		if ch.Op == binlog.OpDDL || ch.Table == nil || ch.Table.Schema != db || ch.Table.Name != table {
+			// (A DDL change of the signal table names it too, and is kept.)
 			kept = append(kept, ch)
 			continue
 		}
