@@ -250,11 +250,23 @@ var benchDDL = []string{
 	"CREATE USER 'a'@'%' IDENTIFIED WITH 'caching_sha2_password' AS '$A$005$x'", // leading keywords only
 }
 
-// BenchmarkParseDDL reports the cost of one DDL statement (the mix above).
+// BenchmarkParseDDL reports the cost of one DDL statement: the mix above,
+// and one statement of each path (the grammar, the head reader after the
+// grammar failed, the leading keywords of an account statement).
 func BenchmarkParseDDL(b *testing.B) {
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		Parse(benchDDL[i%len(benchDDL)], "shop")
+	b.Run("mix", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			Parse(benchDDL[i%len(benchDDL)], "shop")
+		}
+	})
+	for _, c := range []struct{ name, q string }{{"grammar", benchDDL[1]}, {"head", benchDDL[5]}, {"account", benchDDL[7]}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Parse(c.q, "shop")
+			}
+		})
 	}
 }
 
