@@ -1,6 +1,16 @@
 // Package sqlstmt reads the SQL statements a server writes into its binlog
-// (query events): what kind of statement it is and which tables it
-// writes, resolved against the event's default database.
+// (query events): what kind of statement it is, which tables a DML
+// statement writes, and which tables and databases a DDL statement
+// touches, resolved against the event's default database. Account
+// statements (users, roles, grants, passwords, servers) are told by their
+// leading keywords and never parsed.
+//
+// DDL goes to the grammar first; where it fails or reads a statement only
+// in part (MariaDB's CREATE OR REPLACE, ALTER ONLINE, DROP ... WAIT, IF
+// [NOT] EXISTS on indexes, table options; triggers, functions, events,
+// sequences), the statement's head is read from the grammar's tokens: the
+// object keyword and the names after it. A name the tokenizer stops in
+// (unquoted letters beyond ASCII) leaves the statement unparsed.
 //
 // It is the one place sluice parses SQL. The grammar is Vitess's
 // (vitess.io/vitess/go/vt/sqlparser), a maintained MySQL 8 grammar; its
