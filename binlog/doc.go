@@ -55,6 +55,27 @@
 // position to resume from. A Txn with no changes may arrive now and then:
 // it reports progress past transactions that touched no selected table.
 //
+// # DDL
+//
+// A DDL statement (CREATE/ALTER/DROP/RENAME/TRUNCATE of tables, indexes,
+// views, triggers, sequences, routines, events and databases) is read by
+// internal/sqlstmt, resolved against the query event's default database.
+// It is delivered, as one OpDDL change, only when it touches a selected
+// table, or a database with selected tables (a database, routine, event or
+// dropped trigger); Change.Schema is then the database it touches (the
+// first selected table's) and Change.Table, when it touches exactly one
+// table, a Table naming it (without columns). Account management (CREATE,
+// ALTER, DROP, RENAME USER, roles, GRANT, REVOKE, SET PASSWORD, SET
+// DEFAULT ROLE, CREATE SERVER) is told by its leading keywords and never
+// delivered, and its text is never logged: it may carry password hashes.
+// A DDL statement that cannot be read is a warning with its first words
+// and a count (Stats.UnparsedDDL), and is delivered when its default
+// database has selected tables, or it has none, or it names such a
+// database. The cached table definitions the reader keeps (and those of a
+// SchemaSource) are forgotten for the tables a DDL statement touches, for
+// every table of a database it creates, alters or drops, and for all
+// tables after one that cannot be read.
+//
 // # XA transactions
 //
 // An XA transaction (XA START ... XA END, XA PREPARE, later XA COMMIT)

@@ -15,3 +15,10 @@ func SetShowEventsPage(n int) (restore func()) {
 	showEventsPage = n
 	return func() { showEventsPage = old }
 }
+
+// Reads is how many table definitions s has read from information_schema.
+func (s *InfoSchema) Reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
+}

@@ -855,7 +855,7 @@ func TestMySQL8RowsDDLAndGTIDs(t *testing.T) {
 		t.Fatalf("ddl: %d changes", len(ddl.Changes))
 	}
 	if ch := ddl.Changes[0]; ch.Op != binlog.OpDDL || ch.Query != "ALTER TABLE shop.t ADD COLUMN z INT" || ch.Schema != "shop" ||
-		ch.Table != nil || ch.File != my8File1 || ch.Pos != spans[2][1].start {
+		ch.Table == nil || ch.Table.Schema != "shop" || ch.Table.Name != "t" || ch.File != my8File1 || ch.Pos != spans[2][1].start {
 		t.Errorf("ddl change: %+v (want the query event at %d)", ch, spans[2][1].start)
 	}
 

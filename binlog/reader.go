@@ -288,9 +288,10 @@ type Reader struct {
 	deliveredMu  sync.Mutex
 	deliveredPos position.Position
 
-	reconnects atomic.Int64
-	replayed   atomic.Int64
-	statements atomic.Int64
+	reconnects  atomic.Int64
+	replayed    atomic.Int64
+	statements  atomic.Int64
+	unparsedDDL atomic.Int64
 }
 
 // Stats are counters of a Reader's life.
@@ -303,11 +304,15 @@ type Stats struct {
 	// StatementChanges counts DML statements on selected tables that were
 	// logged as statements and skipped (OnStatementChange "skip").
 	StatementChanges int64
+	// UnparsedDDL counts DDL statements that could not be parsed (each
+	// also a warning): they were delivered by their default database and
+	// made the reader forget every cached table definition.
+	UnparsedDDL int64
 }
 
 // Stats returns the reader's counters.
 func (r *Reader) Stats() Stats {
-	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load(), StatementChanges: r.statements.Load()}
+	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load(), StatementChanges: r.statements.Load(), UnparsedDDL: r.unparsedDDL.Load()}
 }
 
 // ServerInfo is what preflight learned about the server.
@@ -1194,7 +1199,7 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		if err != nil {
 			return fmt.Errorf("%w: EXECUTE_LOAD_QUERY event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos-hdr.EventSize, err)
 		}
-		return r.statementChange(hdr, db, q)
+		return r.statementChange(hdr, db, q, sqlstmt.Parse(q, db))
 	case *replication.PreviousGTIDsEvent:
 		// A file starts with the GTID state before it: when nothing else
 		// gave the state (reading files), start from it.
@@ -1375,7 +1380,8 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 	if r.asm.xa {
 		return nil // read again, and checked, at the XA transaction's commit
 	}
-	if err := r.statementChange(hdr, string(e.Schema), q); err != nil {
+	st := sqlstmt.Parse(q, string(e.Schema))
+	if err := r.statementChange(hdr, string(e.Schema), q, st); err != nil {
 		return err
 	}
 	switch {
@@ -1394,14 +1400,66 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 	if !r.asm.open {
 		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
 	}
-	// A statement outside BEGIN..COMMIT is DDL: its own transaction.
-	db := string(e.Schema)
-	r.schemas.invalidate("", "")
-	if isDDL(q) && (db == "" || r.cfg.Tables.MatchSchema(db) || ddlMentionsSelected(q, r.cfg.Tables)) {
-		txn := r.chunk()
-		txn.Changes = append(txn.Changes, Change{Op: OpDDL, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize})
-	}
+	// A statement outside BEGIN..COMMIT (DDL, account management, ...)
+	// is a transaction of its own.
+	r.ddl(hdr, string(e.Schema), q, st)
 	return r.commit(hdr, h)
+}
+
+// ddl handles a statement logged as a transaction of its own. A DDL
+// statement forgets the cached definitions of the tables it touches (of
+// every table of a database it creates, alters or drops; of all tables
+// when it cannot be read) and is delivered, as one OpDDL change, when it
+// touches a selected table or a database with selected tables. One that
+// cannot be read is reported (a warning with its first words, and
+// Stats.UnparsedDDL) and delivered when its default database has
+// selected tables, or it has none, or it names such a database. Account
+// statements (which may carry password hashes) and statements of other
+// kinds are never delivered, and their text is never logged.
+func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Statement) {
+	if st.Kind != sqlstmt.DDL {
+		return
+	}
+	ch := Change{Op: OpDDL, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize}
+	deliver := false
+	if st.Parsed {
+		named := -1 // the first selected table, else the first
+		for i, t := range st.Tables {
+			r.schemas.invalidate(t.Schema, t.Name)
+			if r.cfg.Tables.Match(t.Schema, t.Name) {
+				deliver = true
+				if named < 0 {
+					named = i
+				}
+			}
+		}
+		named = max(named, 0)
+		for _, d := range st.Databases {
+			if st.Database {
+				r.schemas.invalidate(d, "")
+			}
+			deliver = deliver || r.cfg.Tables.MatchSchema(d)
+		}
+		switch {
+		case len(st.Tables) == 1:
+			ch.Table = &Table{Schema: st.Tables[0].Schema, Name: st.Tables[0].Name}
+			ch.Schema = st.Tables[0].Schema
+		case len(st.Tables) > 1:
+			ch.Schema = st.Tables[named].Schema
+		case len(st.Databases) > 0:
+			ch.Schema = st.Databases[0]
+		}
+	} else {
+		r.schemas.invalidate("", "")
+		r.unparsedDDL.Add(1)
+		deliver = db == "" || r.cfg.Tables.MatchSchema(db) || ddlMentionsSelected(q, r.cfg.Tables)
+		r.log().Warn("a DDL statement could not be parsed: every cached table definition is forgotten, and it is delivered by its default database alone",
+			"statement", sqlstmt.Preview(q, 80), "default_database", db, "at", eventPos{r.file, hdr.LogPos - hdr.EventSize}.String(), "delivered", deliver)
+	}
+	if deliver {
+		txn := r.chunk()
+		txn.Changes = append(txn.Changes, ch)
+	}
 }
 
 // executeLoadQuery reads the default database and the statement of an
@@ -1448,8 +1506,7 @@ func CheckOnStatementChange(v string) error {
 // word. A DML statement the grammar cannot read counts as touching a
 // selected table when its default database is selected, or it has none,
 // or it names a selected database (the rule DDL is matched by).
-func (r *Reader) statementChange(hdr *replication.EventHeader, db, q string) error {
-	st := sqlstmt.Parse(q, db)
+func (r *Reader) statementChange(hdr *replication.EventHeader, db, q string, st sqlstmt.Statement) error {
 	if st.Kind != sqlstmt.DML {
 		return nil
 	}
@@ -1496,17 +1553,10 @@ func (r *Reader) statementChange(hdr *replication.EventHeader, db, q string) err
 		ErrStatementChange, st.Verb, strings.Join(hit, ", "), where, gtid, preview, fix, strings.Join(hit, ", "))
 }
 
-func isDDL(q string) bool {
-	word, _, _ := strings.Cut(strings.TrimLeft(q, " \t\n/*"), " ")
-	switch strings.ToUpper(word) {
-	case "CREATE", "ALTER", "DROP", "RENAME", "TRUNCATE":
-		return true
-	}
-	return false
-}
-
+// ddlMentionsSelected reports whether a statement the grammar could not
+// read names a qualified object of a selected database, as in
+// "ALTER TABLE db.t ..." run from another default database.
 func ddlMentionsSelected(q string, f *Filter) bool {
-	// "ALTER TABLE db.t ..." run from another default database.
 	for _, w := range strings.Fields(q) {
 		w = strings.Trim(w, "`;,()")
 		if db, _, ok := strings.Cut(w, "."); ok && f.MatchSchema(strings.Trim(db, "`")) {

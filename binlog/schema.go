@@ -20,7 +20,9 @@ var ErrSchemaMismatch = errors.New("binlog: row does not match the table's schem
 
 // SchemaSource provides table definitions when the binlog has no column
 // metadata (binlog_row_metadata=MINIMAL or NO_LOG). The reader calls
-// Invalidate when a DDL statement passes.
+// Invalidate when a DDL statement passes: for each table it touches; with
+// an empty table for a database it creates, alters or drops (every table
+// of db); with both empty for a statement it cannot read (every table).
 type SchemaSource interface {
 	Columns(ctx context.Context, db, table string) (*Table, error)
 	Invalidate(db, table string)
@@ -55,10 +57,21 @@ func fingerprint(dst []byte, tm *replication.TableMapEvent) []byte {
 	return dst
 }
 
-// invalidate forgets every cached definition (after DDL).
+// invalidate forgets the cached definitions of db.table (after DDL): of
+// every table of db when table is empty, of all when db is empty too.
+// Names compare without case (lower_case_table_names may be set): at
+// worst a definition is read again.
 func (c *schemaCache) invalidate(db, table string) {
-	clear(c.byID)
-	clear(c.layout)
+	if db == "" {
+		clear(c.byID)
+		clear(c.layout)
+	}
+	for id, t := range c.byID {
+		if strings.EqualFold(t.Schema, db) && (table == "" || strings.EqualFold(t.Name, table)) {
+			delete(c.byID, id)
+			delete(c.layout, id)
+		}
+	}
 	if c.src != nil {
 		c.src.Invalidate(db, table)
 	}
@@ -311,6 +324,7 @@ type InfoSchema struct {
 		conn  *client.Conn
 		cache map[string]*Table
 	}
+	reads int // information_schema queries made (under mu)
 }
 
 // NewInfoSchema returns a SchemaSource that connects with dial when first used.
@@ -320,15 +334,20 @@ func NewInfoSchema(dial func(ctx context.Context) (*client.Conn, error)) *InfoSc
 	return s
 }
 
-// Invalidate forgets the cached definition of db.table (all when empty).
+// Invalidate forgets the cached definition of db.table: of every table of
+// db when table is empty, of all tables when db is empty too.
 func (s *InfoSchema) Invalidate(db, table string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if db == "" || table == "" {
+	if db == "" {
 		clear(s.mu.cache)
 		return
 	}
-	delete(s.mu.cache, db+"."+table)
+	for key, t := range s.mu.cache {
+		if strings.EqualFold(t.Schema, db) && (table == "" || strings.EqualFold(t.Name, table)) {
+			delete(s.mu.cache, key)
+		}
+	}
 }
 
 // Close closes the connection.
@@ -383,6 +402,7 @@ func (s *InfoSchema) Columns(ctx context.Context, db, table string) (*Table, err
 }
 
 func (s *InfoSchema) query(db, table string) (*Table, error) {
+	s.reads++
 	c := s.mu.conn
 	rs, err := c.Execute(`SELECT COLUMN_NAME, DATA_TYPE, COLUMN_TYPE, IFNULL(CHARACTER_SET_NAME,''), IS_NULLABLE
 		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`, db, table)

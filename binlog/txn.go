@@ -57,8 +57,11 @@ type Change struct {
 	File string
 	Pos  uint32
 	Row  int
-	// Query is the statement of a DDL change; Schema the default database
-	// it ran in.
+	// Query is the statement of a DDL change; Schema the database it
+	// touches (the database of its table, of the database it creates,
+	// alters or drops, or of its routine or event; the default database it
+	// ran in when it could not be read). A DDL change that touches one
+	// table has Table set to a Table naming it, without columns.
 	Query  string
 	Schema string
 }

@@ -43,6 +43,10 @@
 //
 //	{"source":{...},"databaseName":"shop","ddl":"ALTER TABLE items ADD price INT","ts_ms":1700000000123}
 //
+// where source.table is the table when the statement touches one table
+// (the reader sets Change.Table to a definition without columns), else
+// null, and databaseName that table's database, else Change.Schema.
+//
 // For a message key (a Kafka key, say), AppendChangeKey writes the primary
 // key of the row a change leaves behind, {"id":1}; AppendKey does the same
 // for any row, and AppendRow and AppendValue expose the row and value

@@ -641,7 +641,10 @@ type SourceStatus struct {
 	// StatementChanges counts changes to captured tables that the server
 	// logged as statements and that were skipped (on_statement_change: skip).
 	StatementChanges int64
-	Snapshot         []snapshot.TableProgress
+	// UnparsedDDL counts DDL statements the SQL parser could not read
+	// (each a warning; delivered by their default database).
+	UnparsedDDL int64
+	Snapshot    []snapshot.TableProgress
 	// SnapshotBlocked is how long the source's last consistent snapshot
 	// held writers back with its lock (MySQL; zero when it took none).
 	SnapshotBlocked time.Duration
@@ -701,6 +704,7 @@ func (p *Pipeline) Status() Status {
 			}
 			ss.ClockOffset, ss.ClockRTT = time.Duration(in.clock.offset.Load()), time.Duration(in.clock.rtt.Load())
 			ss.StatementChanges = in.src.statementChanges()
+			ss.UnparsedDDL = in.src.unparsedDDLs()
 		}
 	}
 	return s

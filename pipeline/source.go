@@ -69,8 +69,9 @@ type source struct {
 	streaming  bool
 	// reader is the current binlog reader; statements counts the
 	// statement-logged changes skipped by the readers before it.
-	reader     atomic.Pointer[binlog.Reader]
-	statements atomic.Int64
+	reader      atomic.Pointer[binlog.Reader]
+	statements  atomic.Int64
+	unparsedDDL atomic.Int64 // likewise, DDL statements that could not be parsed
 }
 
 // statementChanges is the number of statement-logged changes skipped.
@@ -78,6 +79,15 @@ func (s *source) statementChanges() int64 {
 	n := s.statements.Load()
 	if r := s.reader.Load(); r != nil {
 		n += r.Stats().StatementChanges
+	}
+	return n
+}
+
+// unparsedDDLs is the number of DDL statements the readers could not parse.
+func (s *source) unparsedDDLs() int64 {
+	n := s.unparsedDDL.Load()
+	if r := s.reader.Load(); r != nil {
+		n += r.Stats().UnparsedDDL
 	}
 	return n
 }
@@ -181,7 +191,9 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	s.reader.Store(r)
 	defer func() {
 		s.reader.Store(nil)
-		s.statements.Add(r.Stats().StatementChanges)
+		st := r.Stats()
+		s.statements.Add(st.StatementChanges)
+		s.unparsedDDL.Add(st.UnparsedDDL)
 	}()
 	if err := r.Ready(ctx); err != nil {
 		return err
@@ -317,7 +329,8 @@ func (s *source) addTable(ctx context.Context, db, table, where string) error {
 func Signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, table string, log *slog.Logger) error {
 	kept := txn.Changes[:0]
 	for _, ch := range txn.Changes {
-		if ch.Table == nil || ch.Table.Schema != db || ch.Table.Name != table {
+		if ch.Op == binlog.OpDDL || ch.Table == nil || ch.Table.Schema != db || ch.Table.Name != table {
+			// (A DDL change of the signal table names it too, and is kept.)
 			kept = append(kept, ch)
 			continue
 		}

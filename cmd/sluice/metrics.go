@@ -70,6 +70,7 @@ var (
 	descSrcStalled  = prometheus.NewDesc("sluice_source_stalled", "1 when the source sent nothing, not even a heartbeat, for align.max_wait.", []string{"pipeline", "source"}, nil)
 	descSrcQueued   = prometheus.NewDesc("sluice_source_queued_bytes", "Bytes read from the source and waiting to be merged (a source held back by alignment fills it).", []string{"pipeline", "source"}, nil)
 	descSrcStmt     = prometheus.NewDesc("sluice_statement_changes_skipped_total", "Changes to captured tables the server logged as SQL statements (binlog_format STATEMENT or MIXED), skipped with on_statement_change: skip.", []string{"pipeline", "source"}, nil)
+	descSrcDDL      = prometheus.NewDesc("sluice_ddl_unparsed_total", "DDL statements the SQL parser could not read: each was a warning, was delivered by its default database, and made the source forget every cached table definition.", []string{"pipeline", "source"}, nil)
 	descWatermark   = prometheus.NewDesc("sluice_watermark_seconds", "Low watermark: the minimum over live sources of their event time (Unix seconds).", []string{"pipeline"}, nil)
 	descSkew        = prometheus.NewDesc("sluice_source_skew_seconds", "Spread of the live sources' event times (the leading minus the slowest).", []string{"pipeline"}, nil)
 	descHeld        = prometheus.NewDesc("sluice_align_held_transactions_total", "Transactions that waited for skew alignment.", []string{"pipeline"}, nil)
@@ -85,7 +86,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone, descSnapBlocked,
-	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descWatermark, descSkew, descHeld, descHoldTime,
+	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSrcDDL, descWatermark, descSkew, descHeld, descHoldTime,
 	descDelivWM, descJoinRows, descJoinBytes, descJoinEvicted, descJoinEvTime, descJoinLate, descJoinOut, descJoinWM}
 
 // Describe implements prometheus.Collector.
@@ -168,6 +169,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(descSrcStalled, stalled, s.Name)
 		gauge(descSrcQueued, float64(s.Queued), s.Name)
 		counter(descSrcStmt, float64(s.StatementChanges), s.Name)
+		counter(descSrcDDL, float64(s.UnparsedDDL), s.Name)
 		gauge(descSnapBlocked, s.SnapshotBlocked.Seconds(), s.Name)
 	}
 	for _, t := range st.Snapshot {

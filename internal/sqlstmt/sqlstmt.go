@@ -1,6 +1,16 @@
 // Package sqlstmt reads the SQL statements a server writes into its binlog
-// (query events): what kind of statement it is and which tables it
-// writes, resolved against the event's default database.
+// (query events): what kind of statement it is, which tables a DML
+// statement writes, and which tables and databases a DDL statement
+// touches, resolved against the event's default database. Account
+// statements (users, roles, grants, passwords, servers) are told by their
+// leading keywords and never parsed.
+//
+// DDL goes to the grammar first; where it fails or reads a statement only
+// in part (MariaDB's CREATE OR REPLACE, ALTER ONLINE, DROP ... WAIT, IF
+// [NOT] EXISTS on indexes, table options; triggers, functions, events,
+// sequences), the statement's head is read from the grammar's tokens: the
+// object keyword and the names after it. A name the tokenizer stops in
+// (unquoted letters beyond ASCII) leaves the statement unparsed.
 //
 // It is the one place sluice parses SQL. The grammar is Vitess's
 // (vitess.io/vitess/go/vt/sqlparser), a maintained MySQL 8 grammar; its
@@ -13,8 +23,10 @@ package sqlstmt
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 
+	vtlog "vitess.io/vitess/go/vt/log"
 	"vitess.io/vitess/go/vt/sqlparser"
 )
 
@@ -34,6 +46,13 @@ const (
 	// Transaction control: BEGIN, START TRANSACTION, COMMIT, ROLLBACK,
 	// SAVEPOINT, RELEASE SAVEPOINT, XA.
 	Transaction
+	// Account management: CREATE/ALTER/DROP/RENAME USER, CREATE/DROP
+	// ROLE, GRANT, REVOKE, SET PASSWORD, SET [DEFAULT] ROLE, and
+	// CREATE/ALTER/DROP SERVER (whose OPTIONS hold a password); MariaDB's
+	// CREATE OR REPLACE forms too. Told by the leading keywords alone, never
+	// by the grammar (MySQL's IDENTIFIED ... AS '<hash>' is not in it): such
+	// a statement may carry credentials and is never to be shown.
+	Account
 )
 
 func (k Kind) String() string {
@@ -44,6 +63,8 @@ func (k Kind) String() string {
 		return "DDL"
 	case Transaction:
 		return "transaction control"
+	case Account:
+		return "account management"
 	}
 	return "other"
 }
@@ -61,16 +82,30 @@ type Statement struct {
 	// Verb is the statement's first keyword in upper case ("INSERT",
 	// "LOAD", "XA"); empty when the statement has none.
 	Verb string
-	// Tables are the tables the statement writes (for DML), each with its
-	// database: an unqualified name is resolved against the default
-	// database given to Parse (Schema stays empty when there is none).
+	// Tables are the tables the statement writes (for DML) or whose
+	// definition it creates, changes or drops (for DDL: tables, views,
+	// MariaDB sequences, both names of a rename, the table of an index or a
+	// trigger), each with its database: an unqualified name is resolved
+	// against the default database given to Parse (Schema stays empty when
+	// there is none).
 	Tables []Table
-	// Parsed is false when the grammar could not read the statement: Kind
-	// comes from the first keyword and Tables is empty.
+	// Databases are, for DDL, the databases it touches without naming a
+	// table: the database of CREATE/ALTER/DROP DATABASE (then Database is
+	// set), the database of a routine, event or dropped trigger.
+	Databases []string
+	// Database is set for CREATE/ALTER/DROP DATABASE (or SCHEMA): every
+	// table of Databases[0] may have changed.
+	Database bool
+	// Parsed is false when the statement could not be read: Kind comes
+	// from the first keyword and Tables and Databases are empty. Account
+	// statements are never parsed.
 	Parsed bool
 }
 
 var parser = func() *sqlparser.Parser {
+	// The grammar logs the whole text of a DDL statement it reads only in
+	// part; sluice reports unreadable statements itself, by their Preview.
+	vtlog.Warn = func(string, ...slog.Attr) {}
 	p, err := sqlparser.New(sqlparser.Options{MySQLServerVersion: "8.4.0"})
 	if err != nil {
 		panic(err) // a constant version string
@@ -79,12 +114,20 @@ var parser = func() *sqlparser.Parser {
 }()
 
 // Parse classifies query, run with defaultDB as the default database
-// (the query event's schema; empty for none), and lists the tables a DML
-// statement writes. Statements of other kinds are classified by their
-// first keyword only (no grammar is run for them).
+// (the query event's schema; empty for none), lists the tables a DML
+// statement writes and the tables and databases a DDL statement touches.
+// Account statements are told by their leading keywords before any
+// grammar runs; statements of other kinds by their first keyword only.
 func Parse(query, defaultDB string) Statement {
 	st := Statement{Verb: firstKeyword(query)}
 	st.Kind = kindOf(st.Verb)
+	if (st.Kind == DDL || st.Verb == "SET" || st.Verb == "GRANT" || st.Verb == "REVOKE") && isAccount(query) {
+		st.Kind = Account
+		return st
+	}
+	if st.Kind == DDL {
+		return parseDDL(query, defaultDB, st)
+	}
 	if st.Kind != DML {
 		return st
 	}
