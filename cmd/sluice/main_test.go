@@ -395,15 +395,7 @@ func TestBadInput(t *testing.T) {
 	// Input only the server can judge: each its own message, at once, and
 	// no password in it.
 	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
-		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
-		if err := db.Exec(context.Background(),
-			"CREATE USER 'nobinlog'@'%' IDENTIFIED BY 'pw-nobinlog'", "GRANT SELECT ON *.* TO 'nobinlog'@'%'"); err != nil {
-			t.Fatal(err)
-		}
-		ahead, monitor := "gtid:0-1-999999", "BINLOG MONITOR"
-		if flavor == position.MySQL {
-			ahead, monitor = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "REPLICATION CLIENT"
-		}
+		db, ahead, monitor := serverForBadInput(t, flavor)
 		for _, tc := range []struct {
 			args []string
 			want string
@@ -740,4 +732,21 @@ func signalIncrementalSnapshot(t *testing.T, bin string, opts testenv.Options) {
 	if len(state) > 0 || bad > 0 {
 		t.Fatalf("%d rows differ, %d rebuilt rows not on the server", bad, len(state))
 	}
+}
+
+// serverForBadInput starts a server of flavor with a user 'nobinlog'
+// (password pw-nobinlog) that may only SELECT, and returns it with a
+// start position ahead of everything it has and the name of its
+// monitoring privilege.
+func serverForBadInput(t *testing.T, flavor position.Flavor) (db *testenv.Server, ahead, monitor string) {
+	t.Helper()
+	db = testenv.StartT(t, testenv.Options{Flavor: flavor})
+	if err := db.Exec(context.Background(),
+		"CREATE USER 'nobinlog'@'%' IDENTIFIED BY 'pw-nobinlog'", "GRANT SELECT ON *.* TO 'nobinlog'@'%'"); err != nil {
+		t.Fatal(err)
+	}
+	if flavor == position.MySQL {
+		return db, "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "REPLICATION CLIENT"
+	}
+	return db, "gtid:0-1-999999", "BINLOG MONITOR"
 }

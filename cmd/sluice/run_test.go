@@ -257,15 +257,7 @@ func TestRunConfigErrors(t *testing.T) {
 	// A config only the server can judge stops `sluice run` at once too,
 	// with no password in the output.
 	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
-		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
-		if err := db.Exec(context.Background(),
-			"CREATE USER 'nobinlog'@'%' IDENTIFIED BY 'pw-nobinlog'", "GRANT SELECT ON *.* TO 'nobinlog'@'%'"); err != nil {
-			t.Fatal(err)
-		}
-		ahead, monitor := "gtid:0-1-999999", "BINLOG MONITOR"
-		if flavor == position.MySQL {
-			ahead, monitor = "gtid:3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5", "REPLICATION CLIENT"
-		}
+		db, ahead, monitor := serverForBadInput(t, flavor)
 		for _, c := range []struct{ source, want string }{
 			{"url: mysql://root:pw-wrong@" + db.Addr(), "Access denied for user 'root'"},
 			// The snapshot's position needs the monitoring privilege, the
