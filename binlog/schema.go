@@ -35,6 +35,7 @@ type schemaCache struct {
 	mariaDB bool
 	byID    map[uint64]*Table
 	layout  map[uint64][]byte // fingerprint of the TABLE_MAP column layout
+	fp      []byte            // the last fingerprint taken, reused for the next rows event
 }
 
 func newSchemaCache(src SchemaSource) *schemaCache {
@@ -80,8 +81,10 @@ func (c *schemaCache) invalidate(db, table string) {
 // table returns the Table of a TABLE_MAP event. where names the event's
 // position for error messages.
 func (c *schemaCache) table(ctx context.Context, tm *replication.TableMapEvent, where eventPos) (*Table, error) {
-	var fpBuf [256]byte
-	fp := fingerprint(fpBuf[:0], tm)
+	// Once per rows event: the buffer is kept (a stack array of a fixed
+	// size is outgrown by a table of a few dozen named columns).
+	c.fp = fingerprint(c.fp, tm)
+	fp := c.fp
 	if t, ok := c.byID[tm.TableID]; ok && bytes.Equal(c.layout[tm.TableID], fp) {
 		return t, nil
 	}
