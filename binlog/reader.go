@@ -1380,10 +1380,8 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 	if r.asm.xa {
 		return nil // read again, and checked, at the XA transaction's commit
 	}
-	st := sqlstmt.Parse(q, string(e.Schema))
-	if err := r.statementChange(hdr, string(e.Schema), q, st); err != nil {
-		return err
-	}
+	// BEGIN and COMMIT (every transaction has them on MySQL, and without
+	// GTIDs) are told apart without the parser.
 	switch {
 	case strings.EqualFold(q, "BEGIN"):
 		if !r.asm.open {
@@ -1393,6 +1391,10 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 		return nil
 	case strings.EqualFold(q, "COMMIT"):
 		return r.commit(hdr, h)
+	}
+	st := sqlstmt.Parse(q, string(e.Schema))
+	if err := r.statementChange(hdr, string(e.Schema), q, st); err != nil {
+		return err
 	}
 	if r.asm.open && r.asm.hasBegin {
 		return nil // e.g. SAVEPOINT, or a statement logged inside a transaction
