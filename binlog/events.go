@@ -135,10 +135,19 @@ var eventKinds = map[replication.EventType]eventKind{
 	171: stops("DELETE_ROWS_COMPRESSED_EVENT", whyRowsV2Comp),
 }
 
+// eventByCode is eventKinds indexed by type code, for the lookup made
+// for every event (an array index, not a map lookup).
+var eventByCode = func() (t [256]*eventKind) {
+	for typ, k := range eventKinds {
+		t[typ] = &k
+	}
+	return t
+}()
+
 // kindOf is the decision for an event of type code typ with header flags.
 func kindOf(typ replication.EventType, flags uint16) eventKind {
-	if k, ok := eventKinds[typ]; ok {
-		return k
+	if k := eventByCode[typ]; k != nil {
+		return *k
 	}
 	if flags&replication.LOG_EVENT_IGNORABLE_F != 0 {
 		return passed(fmt.Sprintf("event type %d", typ), "unknown to sluice, but the server marks it as safe to ignore")
