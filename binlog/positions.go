@@ -55,7 +55,7 @@ func binlogStatus(c *client.Conn, v ServerVersion) (position.Position, error) {
 	off, _ := rs.GetUint(0, 1)
 	p.Offset = uint32(off)
 	if len(rs.Fields) >= 5 { // MySQL's Executed_Gtid_Set (MariaDB has 4 columns)
-		p.GTIDs = strings.ReplaceAll(resultString(rs, 0, 4), "\n", "")
+		p.GTIDs = position.CompactGTIDs(resultString(rs, 0, 4))
 	}
 	p.Flavor = v.Flavor
 	return p, nil
@@ -117,7 +117,7 @@ func logStatus(c *client.Conn) (position.Position, error) {
 	if local.File == "" {
 		return position.Position{}, fmt.Errorf("%w: performance_schema.log_status names no binlog file: binary logging is off", ErrServerConfig)
 	}
-	return position.Position{File: local.File, Offset: local.Offset, GTIDs: strings.ReplaceAll(local.GTIDs, "\n", "")}, nil
+	return position.Position{File: local.File, Offset: local.Offset, GTIDs: position.CompactGTIDs(local.GTIDs)}, nil
 }
 
 // GTIDAt returns the server's whole GTID state at the file position p:
@@ -244,7 +244,7 @@ type gtidScan struct {
 func (s *gtidScan) event(typ, info string, pos uint32) error {
 	switch {
 	case typ == "Previous_gtids":
-		g, err := position.ParseGTIDSet(position.MySQL, strings.ReplaceAll(strings.TrimSpace(info), "\n", ""))
+		g, err := position.ParseGTIDSet(position.MySQL, position.CompactGTIDs(strings.TrimSpace(info)))
 		if err != nil {
 			return err
 		}
@@ -369,8 +369,8 @@ func checkGTIDs(c *client.Conn, v ServerVersion, saved position.GTIDSet, oldest 
 			return fmt.Errorf("binlog: comparing the GTID state %s with the server's: %w", s, brief(err))
 		}
 		defer rs.Close()
-		ahead := strings.ReplaceAll(resultString(rs, 0, 0), "\n", "")
-		missing := strings.ReplaceAll(resultString(rs, 0, 1), "\n", "")
+		ahead := position.CompactGTIDs(resultString(rs, 0, 0))
+		missing := position.CompactGTIDs(resultString(rs, 0, 1))
 		if ahead != "" {
 			return fmt.Errorf("%w: the GTID state %s holds transactions this server never executed (%s): the position is ahead of the server (its binlog lost transactions, or it was restored from a backup) or from another server; compare gtid_executed and start from a position of this server", ErrPositionUnknown, s, ahead)
 		}

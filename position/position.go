@@ -96,6 +96,13 @@ func DetectFlavor(s string) Flavor {
 	return MariaDB
 }
 
+// CompactGTIDs removes the line breaks MySQL puts after each UUID's part
+// of a long GTID set (in SHOW BINARY LOG STATUS, gtid_executed,
+// performance_schema.log_status), giving the set's text on one line.
+func CompactGTIDs(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\n", ""), "\r", "")
+}
+
 // ParseGTIDSet parses a GTID set of the given flavour. An empty flavour
 // is detected from the text.
 func ParseGTIDSet(flavor Flavor, s string) (GTIDSet, error) {

@@ -100,3 +100,10 @@ func TestPositionString(t *testing.T) {
 		t.Fatalf("String: %q", p.String())
 	}
 }
+
+func TestCompactGTIDs(t *testing.T) {
+	in := "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,\n4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3:7"
+	if got, want := CompactGTIDs(in), "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5,4e11fa47-71ca-11e1-9e33-c80aa9429562:1-3:7"; got != want {
+		t.Errorf("CompactGTIDs: %q", got)
+	}
+}

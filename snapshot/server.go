@@ -66,12 +66,6 @@ func (s server) position(c *client.Conn) (position.Position, error) {
 	return p, nil
 }
 
-// normalizeGTIDs removes the line breaks MySQL puts after each UUID's
-// part of a long set.
-func normalizeGTIDs(s string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(s, "\n", ""), "\r", "")
-}
-
 // gtidExecuted reads MySQL's @@GLOBAL.gtid_executed: every transaction
 // whose GTID is in it has been committed in the storage engine (the
 // server adds a GTID after the engine commit, whether binlog_order_commits
@@ -83,7 +77,7 @@ func gtidExecuted(c *client.Conn) (position.GTIDSet, error) {
 	if err != nil {
 		return position.GTIDSet{}, fmt.Errorf("snapshot: reading gtid_executed: %w", err)
 	}
-	text := normalizeGTIDs(cell(rs, 0, 0))
+	text := position.CompactGTIDs(cell(rs, 0, 0))
 	rs.Close()
 	return position.ParseGTIDSet(position.MySQL, text)
 }
