@@ -56,7 +56,7 @@ func TestGTIDAtMatchesServer(t *testing.T) {
 				mark("after a transaction of three statements")
 				exec(t, db, "XA START 'x1'", "INSERT INTO app.t VALUES (3, 3)", "XA END 'x1'", "XA PREPARE 'x1'")
 				mark("after XA PREPARE")
-				exec(t, db, "XA COMMIT 'x1'")
+				xaFinish(t, db, "XA COMMIT 'x1'")
 				mark("after XA COMMIT")
 				if flavor == position.MySQL {
 					exec(t, db, "SET gtid_next = 'AUTOMATIC:batch'", "INSERT INTO app.t VALUES (4, 4)", "SET gtid_next = 'AUTOMATIC'")

@@ -158,7 +158,7 @@ func TestXAFetchReconnect(t *testing.T) {
 		setup, from := seqRows(db, n)
 		exec(t, db, append(setup, "XA START 'big'", "INSERT INTO shop.t SELECT seq, REPEAT('x', 250) FROM "+from, "XA END 'big'", "XA PREPARE 'big'")...)
 		exec(t, db, "INSERT INTO shop.t VALUES (50000, 'between')")
-		exec(t, db, "XA COMMIT 'big'")
+		xaFinish(t, db, "XA COMMIT 'big'")
 		exec(t, db, "INSERT INTO shop.t VALUES (50001, 'last')")
 		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.ChunkBytes = 16 << 10 })
 		if txn := next(t, r); txn.Changes[0].After[0].Int() != 50000 {
