@@ -360,3 +360,52 @@ func TestClockOffset(t *testing.T) {
 		}
 	})
 }
+
+// TestReplication: a replica of a testenv server receives its
+// transactions with their GTIDs and logs them; stopped, it falls behind;
+// promoted, it takes writes of its own.
+func TestReplication(t *testing.T) {
+	ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		ctx := context.Background()
+		primary := StartT(t, Options{Flavor: flavor, ServerID: 1})
+		replica := StartT(t, Options{Flavor: flavor, ServerID: 2})
+		if err := replica.ReplicateFrom(ctx, primary); err != nil {
+			t.Fatal(err)
+		}
+		if err := primary.Exec(ctx, "CREATE DATABASE r", "CREATE TABLE r.t (id INT PRIMARY KEY)", "INSERT INTO r.t VALUES (1), (2)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := replica.WaitCaughtUp(ctx, primary); err != nil {
+			t.Fatal(err)
+		}
+		rs, err := replica.Query(ctx, "SELECT COUNT(*) FROM r.t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := rs.GetInt(0, 0); n != 2 {
+			t.Fatalf("the replica has %d rows, want 2", n)
+		}
+		pu, _ := primary.ServerUUID(ctx)
+		ru, _ := replica.ServerUUID(ctx)
+		if pu == ru || pu == "" {
+			t.Fatalf("server identities %q and %q: want two different ones", pu, ru)
+		}
+		if err := replica.StopReplication(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := primary.Exec(ctx, "INSERT INTO r.t VALUES (3)"); err != nil {
+			t.Fatal(err)
+		}
+		if err := replica.Promote(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := replica.Exec(ctx, "INSERT INTO r.t VALUES (10)"); err != nil {
+			t.Fatal(err)
+		}
+		pg, _ := primary.GTIDExecuted(ctx)
+		rg, _ := replica.GTIDExecuted(ctx)
+		if pg == rg {
+			t.Fatalf("after the promotion both servers have %s", pg)
+		}
+	})
+}
