@@ -372,25 +372,21 @@ func checkGTIDs(c *client.Conn, v ServerVersion, saved position.GTIDSet, oldest 
 		ahead := position.CompactGTIDs(resultString(rs, 0, 0))
 		missing := position.CompactGTIDs(resultString(rs, 0, 1))
 		if ahead != "" {
-			return fmt.Errorf("%w: the GTID state %s holds transactions this server never executed (%s): the position is ahead of the server (its binlog lost transactions, or it was restored from a backup) or from another server; compare gtid_executed and start from a position of this server", ErrPositionUnknown, s, ahead)
+			return &behindError{missing: ahead, err: fmt.Errorf("%w: the GTID state %s holds transactions this server never executed (%s): the position is ahead of the server (its binlog lost transactions, or it was restored from a backup) or from another server; compare gtid_executed and start from a position of this server", ErrPositionUnknown, s, ahead)}
 		}
 		if missing != "" {
 			return fmt.Errorf("%w: the server purged transactions the GTID state %s lacks (%s); the oldest position it still has is %s", ErrPurged, s, missing, oldest)
 		}
 		return nil
 	}
-	rs, err := c.Execute("SELECT @@GLOBAL.gtid_binlog_pos")
+	rs, err := c.Execute("SELECT @@GLOBAL.gtid_binlog_pos, @@GLOBAL.gtid_binlog_state")
 	if err != nil {
 		return fmt.Errorf("binlog: reading gtid_binlog_pos: %w", brief(err))
 	}
-	cur := resultString(rs, 0, 0)
+	cur, state := resultString(rs, 0, 0), resultString(rs, 0, 1)
 	rs.Close()
-	server, err := position.ParseGTIDSet(position.MariaDB, cur)
-	if err != nil {
-		return fmt.Errorf("binlog: the server's gtid_binlog_pos: %w", err)
-	}
-	if !server.Contains(saved) {
-		return fmt.Errorf("%w: the GTID state %s is ahead of the server's binlog (gtid_binlog_pos %s) in some domain: the position is from another server, or this one lost transactions; start from a position of this server", ErrPositionUnknown, s, cur)
+	if missing := mariaDBMissing(saved.String(), state); missing != "" {
+		return &behindError{missing: missing, err: fmt.Errorf("%w: the GTID state %s is ahead of the server's binlog (gtid_binlog_pos %s): %s. The position is from another server, or this one lost transactions; start from a position of this server", ErrPositionUnknown, s, cur, missing)}
 	}
 	if oldest == "" {
 		return nil
@@ -433,6 +429,58 @@ func checkResumable(c *client.Conn, v ServerVersion, p position.Position) (oldes
 		return oldest, checkGTIDs(c, v, saved, oldest)
 	}
 	return oldest, locateFile(files, p)
+}
+
+// behindError is a GTID state with transactions the server does not have
+// (yet): missing names them.
+type behindError struct {
+	missing string
+	err     error
+}
+
+func (e *behindError) Error() string { return e.err.Error() }
+func (e *behindError) Unwrap() error { return e.err }
+
+// mariaDBMissing names, per domain, the transactions of the GTID state
+// saved that the server lacks, judged by its gtid_binlog_state (the last
+// GTID of each domain and server_id pair it has logged): saved's GTID
+// D-S-N is on the server when the server has logged D-S-M with M >= N.
+// Sequence numbers alone do not tell: a promoted replica that missed
+// transactions numbers its own writes on from the last it received.
+func mariaDBMissing(saved, state string) string {
+	type key struct{ domain, server string }
+	logged := map[key]uint64{}
+	last := map[string]string{} // domain -> its GTID with the highest sequence number
+	var lastSeq = map[string]uint64{}
+	for g := range strings.SplitSeq(state, ",") {
+		if f := strings.Split(strings.TrimSpace(g), "-"); len(f) == 3 {
+			n, _ := strconv.ParseUint(f[2], 10, 64)
+			logged[key{f[0], f[1]}] = n
+			if n >= lastSeq[f[0]] {
+				lastSeq[f[0]], last[f[0]] = n, strings.TrimSpace(g)
+			}
+		}
+	}
+	var out []string
+	for g := range strings.SplitSeq(saved, ",") {
+		f := strings.Split(strings.TrimSpace(g), "-")
+		if len(f) != 3 {
+			continue
+		}
+		want, _ := strconv.ParseUint(f[2], 10, 64)
+		have, ok := logged[key{f[0], f[1]}]
+		switch {
+		case ok && have >= want:
+			continue
+		case last[f[0]] == "":
+			out = append(out, fmt.Sprintf("domain %s: up to %s (the server has logged nothing of this domain)", f[0], g))
+		case ok:
+			out = append(out, fmt.Sprintf("domain %s: %s-%s-%d to %s (the server's last of domain %s is %s)", f[0], f[0], f[1], have+1, g, f[0], last[f[0]]))
+		default:
+			out = append(out, fmt.Sprintf("domain %s: up to %s (the server has no transaction of server_id %s in this domain; its last is %s)", f[0], g, f[1], last[f[0]]))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // PositionPurged reports whether the server can no longer stream from p

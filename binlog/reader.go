@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,6 +52,16 @@ var (
 	// ErrPurged, a new snapshot does not cure it: the position belongs to
 	// another server or history.
 	ErrPositionUnknown = errors.New("binlog: position not known to the server")
+	// ErrDiverged means the source failed over to a server that lacks
+	// transactions already delivered from the saved position's server, and
+	// did not receive them within Config.CatchUpWait: they were lost in
+	// the failover (never replicated to this server), or the server has
+	// another history. The error names the missing GTIDs.
+	ErrDiverged = errors.New("binlog: the server lacks transactions already delivered")
+	// ErrNoFailover means the saved position is of another server and
+	// there are no GTIDs to find it on this one (gtid_mode is not ON):
+	// file names and offsets mean nothing on another server.
+	ErrNoFailover = errors.New("binlog: the saved position is of another server, and without GTIDs it cannot be found on this one")
 	// ErrStatementChange means a change to a selected table was logged as
 	// an SQL statement (a session with binlog_format=STATEMENT or MIXED),
 	// not as row events: its rows are not in the binlog. The error names
@@ -74,7 +85,13 @@ const (
 // Config says where to read from and how.
 type Config struct {
 	// Addr is host:port of the server.
-	Addr     string
+	Addr string
+	// Addrs, when set, lists every address of the source, Addr first:
+	// servers of one replication topology (a primary and its replicas).
+	// When the server in use cannot be reached the reader tries the
+	// others in turn, and resumes on the one it reaches by GTID.
+	Addrs    []string
+	addrTLS  map[string]*tls.Config // TLS per address of Addrs (ParseSourceURL)
 	User     string
 	Password string
 	// TLS, when set, encrypts the connection (set RootCAs to verify the
@@ -92,6 +109,11 @@ type Config struct {
 	// When it is zero, StartAt says where to begin.
 	Start   position.Position
 	StartAt string
+	// CatchUpWait bounds how long the reader waits, after the source
+	// failed over to another server, for that server to receive the
+	// transactions already delivered that it lacks (a replica that lags).
+	// Default 30s; negative: do not wait. Then ErrDiverged.
+	CatchUpWait time.Duration
 	// Stop, when set, ends the stream (Next returns io.EOF) after the
 	// transaction that reaches this file:offset.
 	Stop position.Position
@@ -137,7 +159,11 @@ type Config struct {
 
 // ParseSourceURL parses a source address into a Config:
 //
-//	mysql://USER:PASSWORD@HOST:PORT[?tls=MODE][&ca=/path/ca.pem][&server_id=N]
+//	mysql://USER:PASSWORD@HOST:PORT[,HOST:PORT...][?tls=MODE][&ca=/path/ca.pem][&server_id=N]
+//
+// Several addresses are servers of one replication topology (a primary and
+// its replicas, with GTIDs): the reader uses the first it reaches and
+// moves to the next when the one in use cannot be reached (Config.Addrs).
 //
 // tls= takes the modes MySQL's clients know (see TLSMode): disabled (the
 // default), preferred, required, verify-ca, verify-identity; tls=true and
@@ -149,10 +175,20 @@ func ParseSourceURL(s string) (Config, error) {
 	if err != nil || u.Scheme != "mysql" || u.Host == "" {
 		return Config{}, fmt.Errorf("binlog: source %q must look like mysql://USER:PASSWORD@HOST:PORT", redact(s))
 	}
-	cfg := Config{Addr: u.Host, User: u.User.Username()}
+	cfg := Config{User: u.User.Username()}
 	cfg.Password, _ = u.User.Password()
-	if _, _, err := net.SplitHostPort(u.Host); err != nil {
-		cfg.Addr = net.JoinHostPort(u.Host, "3306")
+	for h := range strings.SplitSeq(u.Host, ",") {
+		if h == "" {
+			return Config{}, fmt.Errorf("binlog: source %q has an empty address in its host list (want HOST:PORT,HOST:PORT)", redact(s))
+		}
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			h = net.JoinHostPort(h, "3306")
+		}
+		cfg.Addrs = append(cfg.Addrs, h)
+	}
+	cfg.Addr = cfg.Addrs[0]
+	if len(cfg.Addrs) == 1 {
+		cfg.Addrs = nil
 	}
 	q := u.Query()
 	for k := range q {
@@ -164,9 +200,20 @@ func ParseSourceURL(s string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	host, _, _ := net.SplitHostPort(cfg.Addr)
-	if cfg.TLS, err = tlsConfig(mode, host, q.Get("ca")); err != nil {
-		return Config{}, err
+	for i, a := range append([]string{cfg.Addr}, cfg.Addrs...) {
+		host, _, _ := net.SplitHostPort(a)
+		t, err := tlsConfig(mode, host, q.Get("ca"))
+		if err != nil {
+			return Config{}, err
+		}
+		if i == 0 {
+			cfg.TLS = t
+		} else if t != nil {
+			if cfg.addrTLS == nil {
+				cfg.addrTLS = map[string]*tls.Config{}
+			}
+			cfg.addrTLS[a] = t // verify-identity checks each server's own name
+		}
 	}
 	if mode != TLSDisabled {
 		cfg.TLSMode = mode
@@ -200,6 +247,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBackoff <= 0 {
 		c.MaxBackoff = 10 * time.Second
+	}
+	if c.CatchUpWait == 0 {
+		c.CatchUpWait = 30 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -292,6 +342,8 @@ type Reader struct {
 	replayed    atomic.Int64
 	statements  atomic.Int64
 	unparsedDDL atomic.Int64
+	failovers   atomic.Int64
+	catchUpNs   atomic.Int64
 }
 
 // Stats are counters of a Reader's life.
@@ -308,11 +360,24 @@ type Stats struct {
 	// also a warning): they were delivered by their default database and
 	// made the reader forget every cached table definition.
 	UnparsedDDL int64
+	// Failovers counts the times the source turned out to be another
+	// server than the one the position was read from.
+	Failovers int64
+	// CatchUpWait is the time spent waiting for such a server to receive
+	// transactions already delivered (Config.CatchUpWait).
+	CatchUpWait time.Duration
+}
+
+// Add returns the sums of s's and o's counters.
+func (s Stats) Add(o Stats) Stats {
+	return Stats{Reconnects: s.Reconnects + o.Reconnects, Replayed: s.Replayed + o.Replayed, StatementChanges: s.StatementChanges + o.StatementChanges,
+		UnparsedDDL: s.UnparsedDDL + o.UnparsedDDL, Failovers: s.Failovers + o.Failovers, CatchUpWait: s.CatchUpWait + o.CatchUpWait}
 }
 
 // Stats returns the reader's counters.
 func (r *Reader) Stats() Stats {
-	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load(), StatementChanges: r.statements.Load(), UnparsedDDL: r.unparsedDDL.Load()}
+	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load(), StatementChanges: r.statements.Load(), UnparsedDDL: r.unparsedDDL.Load(),
+		Failovers: r.failovers.Load(), CatchUpWait: time.Duration(r.catchUpNs.Load())}
 }
 
 // ServerInfo is what preflight learned about the server.
@@ -326,6 +391,14 @@ type ServerInfo struct {
 	// "ON" on MariaDB, which always has GTIDs. Only with ON does the reader
 	// resume by GTID.
 	GTIDMode string
+	// Identity names the server in positions (position.Position.Server):
+	// MySQL's server_uuid, MariaDB's server_id in decimal.
+	Identity string
+}
+
+// here is the position at offset off of the binlog file being read.
+func (r *Reader) here(off uint32) position.Position {
+	return position.Position{File: r.file, Offset: off, Flavor: r.flavor, Server: r.server.Identity}
 }
 
 type rowHandler struct {
@@ -489,8 +562,54 @@ func (r *Reader) dial(ctx context.Context) (*client.Conn, error) { return Dial(c
 // Dial opens a plain SQL connection to cfg's server (address, user,
 // password, TLS), for queries beside the replication stream.
 func Dial(ctx context.Context, cfg Config) (*client.Conn, error) {
-	c, _, err := dialTLS(ctx, cfg)
+	c, _, _, err := dialFirst(ctx, cfg)
 	return c, err
+}
+
+// dialFirst connects to cfg.Addr or, when it cannot be reached, to the
+// next of cfg.Addrs that can (in list order, starting after cfg.Addr). It
+// returns cfg for the address reached; the error is cfg.Addr's.
+func dialFirst(ctx context.Context, cfg Config) (*client.Conn, *tls.Config, Config, error) {
+	c, t, err := dialTLS(ctx, cfg)
+	if err == nil || len(cfg.Addrs) < 2 || ctx.Err() != nil {
+		return c, t, cfg, err
+	}
+	i := slices.Index(cfg.Addrs, cfg.Addr)
+	for k := 1; k < len(cfg.Addrs); k++ {
+		next := cfg.at(cfg.Addrs[(i+k+len(cfg.Addrs))%len(cfg.Addrs)])
+		if c, t, err2 := dialTLS(ctx, next); err2 == nil {
+			return c, t, next, nil
+		}
+	}
+	return nil, nil, cfg, err
+}
+
+// at is c for the address addr of c.Addrs.
+func (c Config) at(addr string) Config {
+	if addr == c.Addr {
+		return c
+	}
+	if t, ok := c.addrTLS[addr]; ok {
+		c.TLS = t
+	} else if c.TLS != nil {
+		host, _, _ := net.SplitHostPort(addr)
+		c.TLS = c.TLS.Clone()
+		c.TLS.ServerName = sniName(host)
+	}
+	c.Addr = addr
+	return c
+}
+
+// dialAny connects to the server in use (r.cfg.Addr) or, when it cannot
+// be reached, to the next address of r.cfg.Addrs that can, which becomes
+// the one in use.
+func (r *Reader) dialAny(ctx context.Context) (*client.Conn, *tls.Config, error) {
+	c, t, cfg, err := dialFirst(ctx, r.cfg)
+	if err == nil && cfg.Addr != r.cfg.Addr {
+		r.log().Warn("the source's server cannot be reached: using another of its addresses", "unreachable", r.cfg.Addr, "server", cfg.Addr)
+		r.cfg = cfg
+	}
+	return c, t, err
 }
 
 // dialTLS connects and returns the TLS configuration the connection uses
@@ -583,7 +702,46 @@ func (r *Reader) loop() error {
 			return nil
 		}
 		backoff = min(backoff*2, r.cfg.MaxBackoff)
+		if err := r.recheckServer(); err != nil {
+			return err
+		}
 	}
+}
+
+// recheckServer runs before a reconnection: when the address now leads to
+// another server (a DNS name or virtual IP moved to a promoted replica),
+// that server is checked as at the start and the position is found on it
+// by GTID. A server that cannot be reached is left to the reconnection.
+func (r *Reader) recheckServer() error {
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	c, tlsCfg, err := r.dialAny(ctx)
+	if err != nil {
+		return nil
+	}
+	r.tls = tlsCfg
+	defer c.Close()
+	info, err := preflight(c, r.cfg.ServerID, r.log())
+	if err != nil || info.Identity == r.server.Identity {
+		return err
+	}
+	if info.Flavor != r.flavor {
+		return fmt.Errorf("%w: %s is now a %s server (%s); the position %s is of a %s server", ErrPositionUnknown, r.cfg.Addr, info.Flavor, info.Version, r.resume, r.flavor)
+	}
+	if !r.byGTID || !(info.Flavor == position.MariaDB || strings.EqualFold(info.GTIDMode, "ON")) {
+		r.resume.GTIDs = ""
+	}
+	resume, err := r.onServer(c, info, r.resume)
+	if err != nil {
+		return err
+	}
+	r.server = info
+	resume.Server = info.Identity
+	r.resume = resume
+	// An XA transaction's prepared part being re-read is read again on the
+	// new server, from its commit on.
+	r.fetch = nil
+	return nil
 }
 
 // retryable reports whether err is a lost connection or a server going
@@ -614,7 +772,7 @@ var errHandler = errors.New("binlog: stream stopped")
 func (r *Reader) prepare() error {
 	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
 	defer cancel()
-	c, tlsCfg, err := dialTLS(ctx, r.cfg)
+	c, tlsCfg, err := r.dialAny(ctx)
 	if err != nil {
 		return err
 	}
@@ -659,11 +817,7 @@ func (r *Reader) prepare() error {
 		if !r.byGTID {
 			start.GTIDs = "" // gtid_mode is not ON: positions are files and offsets
 		}
-		_, err := checkResumable(c, info.Version, start)
-		if errors.Is(err, ErrPurged) {
-			return fmt.Errorf("%w. Start from there (--from earliest), or take a new snapshot", err)
-		}
-		if err != nil {
+		if start, err = r.onServer(c, info, start); err != nil {
 			return err
 		}
 		if start.GTIDs == "" {
@@ -681,7 +835,7 @@ func (r *Reader) prepare() error {
 			r.startByFile = true
 		}
 	}
-	start.Flavor = r.flavor
+	start.Flavor, start.Server = r.flavor, info.Identity
 	if start.GTIDs != "" {
 		if r.gset, err = position.ParseGTIDSet(r.flavor, start.GTIDs); err != nil {
 			return err
@@ -689,6 +843,57 @@ func (r *Reader) prepare() error {
 	}
 	r.resume = start
 	return nil
+}
+
+// onServer checks that the server can stream from start, and finds start
+// on it when start is another server's position (the source failed over):
+// by its GTID state, after waiting up to Config.CatchUpWait for a server
+// that lacks transactions of it (a replica that lags), or ErrDiverged.
+// Without GTIDs a position of another server is ErrNoFailover.
+func (r *Reader) onServer(c *client.Conn, info ServerInfo, start position.Position) (position.Position, error) {
+	other := start.Server != "" && start.Server != info.Identity
+	if other {
+		if start.GTIDs == "" {
+			return start, fmt.Errorf("%w: the position %s is of server %s, but %s is server %s (gtid_mode %s): a binlog file and offset mean nothing on another server. Turn GTIDs on on every server of the topology (gtid_mode=ON), or start from a position of this server", ErrNoFailover, start, start.Server, r.cfg.Addr, info.Identity, info.GTIDMode)
+		}
+		r.failovers.Add(1)
+		r.log().Warn("the source is another server than the saved position's (it failed over): resuming by GTID", "server", r.cfg.Addr, "identity", info.Identity, "saved_identity", start.Server, "gtids", start.GTIDs)
+		// File names are the old server's; only the GTID state holds.
+		start.File, start.Offset = "", 0
+	}
+	waited := time.Duration(0)
+	began := time.Now()
+	for {
+		_, err := checkResumable(c, info.Version, start)
+		var be *behindError
+		switch {
+		case err == nil:
+			if waited > 0 {
+				r.log().Info("the server has caught up with the saved position", "server", r.cfg.Addr, "waited", time.Since(began).Round(time.Millisecond).String())
+			}
+			return start, nil
+		case errors.Is(err, ErrPurged):
+			return start, fmt.Errorf("%w. Start from there (--from earliest), or take a new snapshot", err)
+		case !errors.As(err, &be):
+			return start, err
+		case !other && start.Server != "":
+			return start, fmt.Errorf("%w: the GTID state %s holds transactions this server (%s, the one that wrote the position) no longer has: %s. Its binary logs and GTIDs were reset (RESET BINARY LOGS AND GTIDS, RESET MASTER) or it was restored from a backup; start from a position of this server, or take a new snapshot", ErrPositionUnknown, start.GTIDs, info.Identity, be.missing)
+		case !other:
+			return start, err
+		case waited >= r.cfg.CatchUpWait:
+			return start, fmt.Errorf("%w: %s (server %s) lacks transactions already delivered from server %s: %s. They were lost in the failover (never replicated to this server) or this server has another history; waited %s. sluice stops rather than deliver another history: compare the servers' GTIDs, then point the source at a server that has them, or start from a position of this one (accepting that those transactions' changes and this server's differ)", ErrDiverged, r.cfg.Addr, info.Identity, start.Server, be.missing, waited.Round(time.Millisecond))
+		}
+		if waited == 0 {
+			r.log().Warn("the server lacks transactions already delivered: waiting for it to receive them (a replica that lags)", "server", r.cfg.Addr, "missing", be.missing, "wait_up_to", r.cfg.CatchUpWait.String())
+		}
+		select {
+		case <-r.ctx.Done():
+			return start, r.ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		r.catchUpNs.Add(int64(time.Since(began) - waited))
+		waited = time.Since(began)
+	}
 }
 
 // preflight checks the server the way a careful replica does.
@@ -707,7 +912,16 @@ func preflight(c *client.Conn, serverID uint32, log *slog.Logger) (ServerInfo, e
 	info.BinlogRowImage = strings.ToUpper(resultString(rs, 0, 1))
 	sid, _ := rs.GetUint(0, 2)
 	info.ServerID = uint32(sid)
+	info.Identity = strconv.FormatUint(sid, 10)
 	rs.Close()
+	if v.mysql() {
+		rs, err := c.Execute("SELECT @@server_uuid")
+		if err != nil {
+			return info, fmt.Errorf("binlog: reading server_uuid: %w", brief(err))
+		}
+		info.Identity = resultString(rs, 0, 0)
+		rs.Close()
+	}
 	// binlog_format is deprecated on MySQL since 8.0.34 (reading it warns);
 	// a release without it logs ROW only.
 	format := "ROW"
@@ -1346,7 +1560,7 @@ func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time
 		gtid, commit, serverID = f.gtid, f.commitTime, f.serverID
 	}
 	r.asm = assembly{open: true, gtid: gtid, serverID: serverID, commit: commit, begin: r.resume,
-		start: position.Position{File: r.file, Offset: hdr.LogPos - hdr.EventSize, Flavor: r.flavor}}
+		start: r.here(hdr.LogPos - hdr.EventSize)}
 	if r.skip.matches(&r.asm) {
 		// Replaying a transaction that was cut by a lost connection.
 		r.asm.chunk = r.skip.chunk
@@ -1745,7 +1959,7 @@ func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
 	if !r.asm.open {
 		return nil
 	}
-	end := position.Position{File: r.file, Offset: hdr.LogPos, Flavor: r.flavor}
+	end := r.here(hdr.LogPos)
 	if f := r.fetch; f != nil {
 		end, r.gset = f.end, f.gset.Clone()
 	} else if r.asm.gtid != "" && r.gset.Set == nil {

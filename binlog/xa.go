@@ -155,7 +155,7 @@ func (r *Reader) xaPrepare(hdr *replication.EventHeader, body []byte, h *eventHa
 		// MySQL's XA COMMIT ... ONE PHASE: committed here. Its changes
 		// were passed over (whether it would be one phase was not known
 		// at its start): read them again.
-		end := position.Position{File: r.file, Offset: hdr.LogPos, Flavor: r.flavor}
+		end := r.here(hdr.LogPos)
 		return r.startFetch(ev.xid, r.asm.start, "", end)
 	}
 	if !ev.onePhase {
@@ -176,7 +176,7 @@ func (r *Reader) xaOutcome(hdr *replication.EventHeader, verb, xid string, h *ev
 	if verb == "ROLLBACK" || known && !p.touched {
 		return r.commit(hdr, h)
 	}
-	end := position.Position{File: r.file, Offset: hdr.LogPos, Flavor: r.flavor}
+	end := r.here(hdr.LogPos)
 	if !known {
 		// Prepared before this reader's start (a restart, or a position
 		// saved between PREPARE and COMMIT): find it in the binlog.
@@ -240,7 +240,7 @@ func (r *Reader) locatePrepared(xid string, before position.Position) (position.
 		}
 		if found != 0 {
 			r.log().Info("found an XA transaction's prepared part in the binlog", "xid", xid, "at", name+":"+strconv.FormatUint(uint64(found), 10), "commit", before.String())
-			return position.Position{File: name, Offset: found, Flavor: r.flavor}, nil
+			return position.Position{File: name, Offset: found, Flavor: r.flavor, Server: r.server.Identity}, nil
 		}
 	}
 	return position.Position{}, fmt.Errorf("%w: XA COMMIT %s at %s: its prepared part (XA PREPARE) is in no binlog file the server still has (oldest: %s); its changes cannot be read. Take a new snapshot of the tables it changed", ErrPurged, xid, before, files[0].name)

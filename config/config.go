@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"reflect"
 	"regexp"
@@ -47,9 +48,15 @@ type Config struct {
 type Source struct {
 	Name string `yaml:"name"`
 	// URL is mysql://USER:PASSWORD@HOST:PORT[?tls=true&ca=FILE&server_id=N].
-	URL      string   `yaml:"url"`
-	Tables   []string `yaml:"tables"`
-	ServerID uint32   `yaml:"server_id"`
+	// Servers of one replication topology are listed as
+	// HOST:PORT,HOST:PORT in one URL, or as a YAML list of URLs that
+	// differ only in their address.
+	URL      SourceURL `yaml:"url"`
+	Tables   []string  `yaml:"tables"`
+	ServerID uint32    `yaml:"server_id"`
+	// CatchUpWait bounds the wait, after the source failed over, for a
+	// server that lacks transactions already delivered (default 30s).
+	CatchUpWait time.Duration `yaml:"catch_up_wait"`
 	// Start is where to begin when there is no checkpoint: current,
 	// earliest, FILE:POS or gtid:SET.
 	Start       string   `yaml:"start"`
@@ -63,6 +70,59 @@ type Source struct {
 	// binlog_format STATEMENT or MIXED): stop (default) or skip (a warning
 	// and the sluice_statement_changes_skipped_total metric).
 	OnStatementChange string `yaml:"on_statement_change"`
+}
+
+// SourceURL is a source's url: one URL, or a YAML list of URLs of the
+// servers of one replication topology, which becomes one URL with their
+// addresses joined (mysql://u:p@h1:3306,h2:3306).
+type SourceURL string
+
+// UnmarshalYAML takes a string or a list of strings.
+func (u *SourceURL) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*u = SourceURL(n.Value)
+		return nil
+	case yaml.SequenceNode:
+		var list []string
+		for _, c := range n.Content {
+			if c.Kind != yaml.ScalarNode {
+				return fmt.Errorf("line %d: url: want a URL or a list of URLs", c.Line)
+			}
+			list = append(list, c.Value)
+		}
+		joined, err := joinURLs(list)
+		if err != nil {
+			return fmt.Errorf("line %d: url: %w", n.Line, err)
+		}
+		*u = SourceURL(joined)
+		return nil
+	}
+	return fmt.Errorf("line %d: url: want a URL or a list of URLs", n.Line)
+}
+
+// joinURLs makes one URL of several that differ only in their address.
+func joinURLs(list []string) (string, error) {
+	if len(list) == 0 {
+		return "", errors.New("the list of URLs is empty")
+	}
+	first, err := url.Parse(list[0])
+	if err != nil {
+		return "", errors.New("the first URL does not parse: want mysql://USER:PASSWORD@HOST:PORT")
+	}
+	hosts := []string{first.Host}
+	for i, s := range list[1:] {
+		u, err := url.Parse(s)
+		if err != nil {
+			return "", fmt.Errorf("URL %d does not parse: want mysql://USER:PASSWORD@HOST:PORT", i+2)
+		}
+		if u.Scheme != first.Scheme || u.User.String() != first.User.String() || u.RawQuery != first.RawQuery || u.Path != first.Path {
+			return "", fmt.Errorf("URL %d differs from the first in more than its address: the servers of one source share user, password and options", i+2)
+		}
+		hosts = append(hosts, u.Host)
+	}
+	first.Host = strings.Join(hosts, ",")
+	return first.String(), nil
 }
 
 // Align configures skew alignment between sources (docs/SOURCES.md).

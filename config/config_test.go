@@ -206,3 +206,28 @@ func TestAdminToken(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceURLList: a source's url may list the servers of one
+// replication topology; they become one URL with the addresses joined.
+func TestSourceURLList(t *testing.T) {
+	src := `
+pipeline: shop
+source:
+  url:
+    - mysql://repl:${PASS}@db1:3306?tls=required
+    - mysql://repl:${PASS}@db2:3307?tls=required
+  catch_up_wait: 5s
+sinks: [{type: stdout}]
+`
+	c, err := Parse("x.yaml", []byte(src), env(map[string]string{"PASS": "pw"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Source.URL != "mysql://repl:pw@db1:3306,db2:3307?tls=required" || c.Source.CatchUpWait != 5*time.Second {
+		t.Errorf("url = %q, catch_up_wait %s", c.Source.URL, c.Source.CatchUpWait)
+	}
+	bad := strings.Replace(src, "repl:${PASS}@db2", "other:${PASS}@db2", 1)
+	if _, err := Parse("x.yaml", []byte(bad), env(map[string]string{"PASS": "pw"})); err == nil || !strings.Contains(err.Error(), "share user, password and options") || strings.Contains(err.Error(), "pw") {
+		t.Errorf("URLs with two users: err = %v; want a refusal that names the rule and no password", err)
+	}
+}

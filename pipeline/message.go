@@ -177,6 +177,10 @@ func AppendEnd(dst []byte, p *position.Position) []byte {
 		dst = append(dst, `,"flavor":`...)
 		dst = strconv.AppendQuote(dst, string(p.Flavor))
 	}
+	if p.Server != "" {
+		dst = append(dst, `,"server":`...)
+		dst = strconv.AppendQuote(dst, p.Server)
+	}
 	return append(dst, '}')
 }
 

@@ -644,6 +644,12 @@ type SourceStatus struct {
 	// UnparsedDDL counts DDL statements the SQL parser could not read
 	// (each a warning; delivered by their default database).
 	UnparsedDDL int64
+	// Failovers counts the times the source turned out to be another
+	// server than the saved position's (it failed over), and CatchUpWait
+	// the time spent waiting for such a server to receive transactions
+	// already delivered (source.catch_up_wait).
+	Failovers   int64
+	CatchUpWait time.Duration
 	Snapshot    []snapshot.TableProgress
 	// SnapshotBlocked is how long the source's last consistent snapshot
 	// held writers back with its lock (MySQL; zero when it took none).
@@ -703,8 +709,9 @@ func (p *Pipeline) Status() Status {
 				ss.Lag = now.Sub(ss.EventTime)
 			}
 			ss.ClockOffset, ss.ClockRTT = time.Duration(in.clock.offset.Load()), time.Duration(in.clock.rtt.Load())
-			ss.StatementChanges = in.src.statementChanges()
-			ss.UnparsedDDL = in.src.unparsedDDLs()
+			st := in.src.stats()
+			ss.StatementChanges, ss.UnparsedDDL = st.StatementChanges, st.UnparsedDDL
+			ss.Failovers, ss.CatchUpWait = st.Failovers, st.CatchUpWait
 		}
 	}
 	return s

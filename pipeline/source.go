@@ -67,29 +67,22 @@ type source struct {
 	pending    []addRequest
 	cancelNext context.CancelFunc
 	streaming  bool
-	// reader is the current binlog reader; statements counts the
-	// statement-logged changes skipped by the readers before it.
-	reader      atomic.Pointer[binlog.Reader]
-	statements  atomic.Int64
-	unparsedDDL atomic.Int64 // likewise, DDL statements that could not be parsed
+	// reader is the current binlog reader; done adds up the counters of
+	// the readers before it.
+	reader  atomic.Pointer[binlog.Reader]
+	statsMu sync.Mutex
+	done    binlog.Stats
 }
 
-// statementChanges is the number of statement-logged changes skipped.
-func (s *source) statementChanges() int64 {
-	n := s.statements.Load()
+// stats adds up the counters of the source's binlog readers.
+func (s *source) stats() binlog.Stats {
+	s.statsMu.Lock()
+	st := s.done
+	s.statsMu.Unlock()
 	if r := s.reader.Load(); r != nil {
-		n += r.Stats().StatementChanges
+		st = st.Add(r.Stats())
 	}
-	return n
-}
-
-// unparsedDDLs is the number of DDL statements the readers could not parse.
-func (s *source) unparsedDDLs() int64 {
-	n := s.unparsedDDL.Load()
-	if r := s.reader.Load(); r != nil {
-		n += r.Stats().UnparsedDDL
-	}
-	return n
+	return st
 }
 
 type addRequest struct {
@@ -191,9 +184,9 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	s.reader.Store(r)
 	defer func() {
 		s.reader.Store(nil)
-		st := r.Stats()
-		s.statements.Add(st.StatementChanges)
-		s.unparsedDDL.Add(st.UnparsedDDL)
+		s.statsMu.Lock()
+		s.done = s.done.Add(r.Stats())
+		s.statsMu.Unlock()
 	}()
 	if err := r.Ready(ctx); err != nil {
 		return err

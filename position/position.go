@@ -37,6 +37,36 @@ type Position struct {
 	// canonical text form of Flavor ("uuid:1-5,uuid2:1-3" or "0-1-42,1-1-7").
 	GTIDs  string `json:"gtids,omitempty"`
 	Flavor Flavor `json:"flavor,omitempty"`
+	// Server is the identity of the server whose binlog File and Offset
+	// name: MySQL's server_uuid, MariaDB's server_id. Empty when unknown
+	// (positions saved by older versions, or typed by a user). File names
+	// and offsets mean nothing on another server; see Compare.
+	Server string `json:"server,omitempty"`
+}
+
+// compareGTIDs orders p and q by GTID containment; ok is false when
+// either has no GTID state or neither state contains the other.
+func (p Position) compareGTIDs(q Position) (c int, ok bool) {
+	if p.GTIDs == "" || q.GTIDs == "" || p.Flavor != q.Flavor {
+		return 0, false
+	}
+	if p.GTIDs == q.GTIDs {
+		return 0, true
+	}
+	ps, err1 := ParseGTIDSet(p.Flavor, p.GTIDs)
+	qs, err2 := ParseGTIDSet(q.Flavor, q.GTIDs)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	switch pc, qc := ps.Contains(qs), qs.Contains(ps); {
+	case pc && qc:
+		return 0, true
+	case pc:
+		return 1, true
+	case qc:
+		return -1, true
+	}
+	return 0, false
 }
 
 // IsZero reports whether p names no position at all.
@@ -204,10 +234,20 @@ func (g GTIDSet) Add(gtid string) error {
 	return nil
 }
 
-// Compare orders two positions of one server by binlog file and offset:
-// -1 if p is before q, 0 if equal, +1 if after. Binlog file names of one
-// server sort in the order the server wrote them.
+// Compare orders two positions: -1 if p is before q, 0 if equal, +1 if
+// after. Positions of one server are ordered by binlog file and offset
+// (a server's binlog file names sort in the order it wrote them).
+// Positions of two servers (both identities known and different: the
+// source failed over) are ordered by their GTID states, one containing
+// the other; file names are not compared across servers unless there is
+// nothing else to go by (no GTIDs, or two states neither of which
+// contains the other).
 func (p Position) Compare(q Position) int {
+	if p.Server != q.Server && p.Server != "" && q.Server != "" {
+		if c, ok := p.compareGTIDs(q); ok {
+			return c
+		}
+	}
 	switch {
 	case p.File < q.File:
 		return -1

@@ -107,3 +107,29 @@ func TestCompactGTIDs(t *testing.T) {
 		t.Errorf("CompactGTIDs: %q", got)
 	}
 }
+
+// TestCompareAcrossServers: positions of two servers are ordered by their
+// GTID states, never by their file names.
+func TestCompareAcrossServers(t *testing.T) {
+	old := Position{File: "mysql-bin.000009", Offset: 900, GTIDs: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-20", Flavor: MySQL, Server: "3e11fa47-71ca-11e1-9e33-c80aa9429562"}
+	newer := Position{File: "replica-bin.000001", Offset: 400, GTIDs: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-21", Flavor: MySQL, Server: "4e11fa47-71ca-11e1-9e33-c80aa9429563"}
+	older := Position{File: "a-bin.000100", Offset: 9999, GTIDs: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-19", Flavor: MySQL, Server: "4e11fa47-71ca-11e1-9e33-c80aa9429563"}
+	same := Position{File: "replica-bin.000001", Offset: 4, GTIDs: "3e11fa47-71ca-11e1-9e33-c80aa9429562:1-20", Flavor: MySQL, Server: "4e11fa47-71ca-11e1-9e33-c80aa9429563"}
+	for _, c := range []struct {
+		p, q Position
+		want int
+	}{
+		{old, newer, -1}, {newer, old, 1}, {old, older, 1}, {older, old, -1}, {old, same, 0},
+		// One server: by file and offset, whatever the GTIDs say.
+		{newer, same, 1}, {older, newer, -1},
+	} {
+		if got := c.p.Compare(c.q); got != c.want {
+			t.Errorf("%s vs %s: %d, want %d", c.p, c.q, got, c.want)
+		}
+	}
+	m1 := Position{File: "mariadb-bin.000003", Offset: 100, GTIDs: "0-1-50", Flavor: MariaDB, Server: "1"}
+	m2 := Position{File: "mariadb-bin.000001", Offset: 100, GTIDs: "0-2-51", Flavor: MariaDB, Server: "2"}
+	if m1.Compare(m2) != -1 || m2.Compare(m1) != 1 {
+		t.Errorf("MariaDB across servers: %d %d, want -1 1", m1.Compare(m2), m2.Compare(m1))
+	}
+}

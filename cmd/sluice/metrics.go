@@ -70,6 +70,8 @@ var (
 	descSrcStalled  = prometheus.NewDesc("sluice_source_stalled", "1 when the source sent nothing, not even a heartbeat, for align.max_wait.", []string{"pipeline", "source"}, nil)
 	descSrcQueued   = prometheus.NewDesc("sluice_source_queued_bytes", "Bytes read from the source and waiting to be merged (a source held back by alignment fills it).", []string{"pipeline", "source"}, nil)
 	descSrcStmt     = prometheus.NewDesc("sluice_statement_changes_skipped_total", "Changes to captured tables the server logged as SQL statements (binlog_format STATEMENT or MIXED), skipped with on_statement_change: skip.", []string{"pipeline", "source"}, nil)
+	descSrcFailover = prometheus.NewDesc("sluice_source_failovers_total", "Times the source turned out to be another server than the saved position's (it failed over); each time it was resumed there by GTID.", []string{"pipeline", "source"}, nil)
+	descSrcCatchUp  = prometheus.NewDesc("sluice_source_catch_up_wait_seconds_total", "Time spent waiting for a server the source failed over to to receive transactions already delivered (source.catch_up_wait).", []string{"pipeline", "source"}, nil)
 	descSrcDDL      = prometheus.NewDesc("sluice_ddl_unparsed_total", "DDL statements the SQL parser could not read: each was a warning, was delivered by its default database, and made the source forget every cached table definition.", []string{"pipeline", "source"}, nil)
 	descWatermark   = prometheus.NewDesc("sluice_watermark_seconds", "Low watermark: the minimum over live sources of their event time (Unix seconds).", []string{"pipeline"}, nil)
 	descSkew        = prometheus.NewDesc("sluice_source_skew_seconds", "Spread of the live sources' event times (the leading minus the slowest).", []string{"pipeline"}, nil)
@@ -86,7 +88,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone, descSnapBlocked,
-	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSrcDDL, descWatermark, descSkew, descHeld, descHoldTime,
+	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSrcDDL, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
 	descDelivWM, descJoinRows, descJoinBytes, descJoinEvicted, descJoinEvTime, descJoinLate, descJoinOut, descJoinWM}
 
 // Describe implements prometheus.Collector.
@@ -170,6 +172,8 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(descSrcQueued, float64(s.Queued), s.Name)
 		counter(descSrcStmt, float64(s.StatementChanges), s.Name)
 		counter(descSrcDDL, float64(s.UnparsedDDL), s.Name)
+		counter(descSrcFailover, float64(s.Failovers), s.Name)
+		counter(descSrcCatchUp, s.CatchUpWait.Seconds(), s.Name)
 		gauge(descSnapBlocked, s.SnapshotBlocked.Seconds(), s.Name)
 	}
 	for _, t := range st.Snapshot {

@@ -163,7 +163,7 @@ func buildJoins(cfg *config.Config, built []pipeline.Sink, watermark func() time
 // sourceConfig turns one source block into the pipeline's source; an
 // error names the key ("url: ...").
 func sourceConfig(sc config.Source) (pipeline.SourceConfig, error) {
-	src, err := binlog.ParseSourceURL(sc.URL)
+	src, err := binlog.ParseSourceURL(string(sc.URL))
 	if err != nil {
 		return pipeline.SourceConfig{}, fmt.Errorf("url: %w", err)
 	}
@@ -172,6 +172,7 @@ func sourceConfig(sc config.Source) (pipeline.SourceConfig, error) {
 	}
 	src.Heartbeat = sc.Heartbeat
 	src.OnStatementChange = sc.OnStatementChange
+	src.CatchUpWait = sc.CatchUpWait
 	tables := strings.Join(sc.Tables, ",")
 	if sc.SignalTable != "" && tables != "" {
 		tables += "," + sc.SignalTable

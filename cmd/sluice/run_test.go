@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"bytes"
 	"context"
 	"errors"
@@ -46,6 +47,8 @@ type runEnv struct {
 	sinks   []string
 	readers map[string]func() ([]*codec.Event, error)
 	redis   *testenv.Redis
+	// url, when set, is the source's url in place of db's.
+	url string
 }
 
 // newRunEnv is a runEnv on a fresh server of flavor (the tests call it
@@ -90,7 +93,7 @@ checkpoint:
   interval: 200ms
 buffer: {batch_bytes: 16KiB}
 %s
-`, e.db.URL(), filepath.Join(e.dir, "out", "changes.jsonl"), strings.Join(e.sinks, "\n"), filepath.Join(e.dir, "ckpt.json"), extra)
+`, cmp.Or(e.url, e.db.URL()), filepath.Join(e.dir, "out", "changes.jsonl"), strings.Join(e.sinks, "\n"), filepath.Join(e.dir, "ckpt.json"), extra)
 	e.config = filepath.Join(e.dir, "sluice.yaml")
 	if err := os.WriteFile(e.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)

@@ -82,6 +82,17 @@ func (f *FaultProxy) Restore() error {
 	return nil
 }
 
+// MoveTo points the proxy at another upstream, as a DNS name or a virtual
+// IP moves to a promoted replica: open connections are closed, new ones
+// reach upstream.
+func (f *FaultProxy) MoveTo(upstream string) error {
+	f.Cut()
+	f.mu.Lock()
+	f.p.Upstream = upstream
+	f.mu.Unlock()
+	return f.Restore()
+}
+
 func (f *FaultProxy) stop() {
 	f.p.Toxics.ResetToxics(context.Background())
 	f.Cut()
