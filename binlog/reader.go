@@ -333,6 +333,7 @@ type Reader struct {
 	// Annotate_rows events (a replica gets them only on request).
 	atStmt      bool
 	startByFile bool             // connect by file position until a transaction has passed
+	rtt         time.Duration    // a round trip to the server, measured when connecting
 	arenas      chan *chunkArena // chunks released by the consumer (Txn.Release)
 
 	deliveredMu  sync.Mutex
@@ -721,6 +722,7 @@ func (r *Reader) recheckServer() error {
 	}
 	r.tls = tlsCfg
 	defer c.Close()
+	r.rtt = roundTrip(c)
 	info, err := preflight(c, r.cfg.ServerID, r.log())
 	if err != nil || info.Identity == r.server.Identity {
 		return err
@@ -778,6 +780,7 @@ func (r *Reader) prepare() error {
 	}
 	defer c.Close()
 	r.tls = tlsCfg
+	r.rtt = roundTrip(c)
 	if r.cfg.TLSMode == TLSPreferred && tlsCfg == nil {
 		r.log().Warn("the server does not offer TLS: connected unencrypted (tls=preferred)", "server", r.cfg.Addr)
 	}
@@ -1107,18 +1110,41 @@ func (r *Reader) stream() (delivered bool, err error) {
 	enq.last.Store(time.Now().UnixNano())
 	// A silent connection is a dead one: the server sends a heartbeat every
 	// cfg.Heartbeat when idle. (go-mysql's read timeout would also fire
-	// while a slow consumer holds stage 1 back, so it is not used.)
-	var stalled atomic.Bool
+	// while a slow consumer holds stage 1 back, so it is not used.) The
+	// silence is measured from when the dump has started: the handshake,
+	// the setup queries and the dump request take a dozen round trips,
+	// which over a slow link (a second each way) is longer than any
+	// heartbeat bound. The setup has its own bound, scaled by the round
+	// trip measured when connecting, and is abandoned at once when the
+	// reader is closed (its socket is closed under it).
+	var (
+		stalled, started atomic.Bool
+		setupConns       connSet
+	)
+	silence := r.silenceLimit()
+	setupLimit := 30*time.Second + 30*r.rtt
 	go func() {
-		limit := 3*r.cfg.Heartbeat + 5*time.Second
-		t := time.NewTicker(r.cfg.Heartbeat)
+		began := time.Now()
+		t := time.NewTicker(min(r.cfg.Heartbeat, time.Second))
 		defer t.Stop()
 		for {
 			select {
 			case <-sctx.Done():
+				if !started.Load() {
+					setupConns.closeAll() // StartSync cannot be cancelled otherwise
+				}
 				return
 			case <-t.C:
-				if !enq.waiting.Load() && time.Since(time.Unix(0, enq.last.Load())) > limit {
+				if !started.Load() {
+					if time.Since(began) > setupLimit {
+						stalled.Store(true)
+						setupConns.closeAll()
+						scancel()
+						return
+					}
+					continue
+				}
+				if !enq.waiting.Load() && time.Since(time.Unix(0, enq.last.Load())) > silence {
 					stalled.Store(true)
 					scancel()
 					return
@@ -1157,6 +1183,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 		EventCacheCount:         1,
 		DiscardGTIDSet:          true,
 		Option:                  r.fence.option,
+		Dialer:                  setupConns.dial,
 	})
 	finish := func() {
 		syncer.Close() // waits for stage 1 to stop
@@ -1178,21 +1205,76 @@ func (r *Reader) stream() (delivered bool, err error) {
 	}
 	if err != nil {
 		finish()
+		if stalled.Load() && r.ctx.Err() == nil {
+			err = fmt.Errorf("binlog: starting the binlog dump from %s took more than %s (the round trip was %s when connecting)", r.cfg.Addr, setupLimit, r.rtt.Round(time.Millisecond))
+		}
 		return false, r.classify(err)
 	}
+	enq.last.Store(time.Now().UnixNano())
+	started.Store(true)
 	_, err = s.GetEvent(sctx)
 	finish()
 	if h.err != nil {
 		err = h.err
 	}
 	if stalled.Load() && r.ctx.Err() == nil {
-		err = fmt.Errorf("binlog: no event or heartbeat from %s for %s", r.cfg.Addr, 3*r.cfg.Heartbeat+5*time.Second)
+		err = fmt.Errorf("binlog: no event or heartbeat from %s for %s", r.cfg.Addr, silence)
 	}
 	if r.asm.open && r.asm.delivered > 0 {
 		// Part of this transaction is out: after reconnecting, skip that part.
 		r.skip = skipState{gtid: r.asm.gtid, begin: r.asm.begin, changes: r.asm.delivered, chunk: r.asm.chunk}
 	}
 	return h.delivered, r.classify(err)
+}
+
+// roundTrip times one query on c: the link's round trip, which scales the
+// bounds on setting up and on silence.
+func roundTrip(c *client.Conn) time.Duration {
+	began := time.Now()
+	if _, err := c.Execute("SELECT 1"); err != nil {
+		return 0
+	}
+	return time.Since(began)
+}
+
+// silenceLimit is how long a started binlog dump may send nothing before
+// its connection counts as dead: three heartbeats and 5 s, plus two round
+// trips (a heartbeat is late by the link's delay, not by a multiple).
+func (r *Reader) silenceLimit() time.Duration {
+	return 3*r.cfg.Heartbeat + 5*time.Second + 2*r.rtt
+}
+
+// connSet records the connections a binlog syncer dials, so that its
+// setup (which go-mysql does not let a context cancel) can be cut.
+type connSet struct {
+	mu     sync.Mutex
+	conns  []net.Conn
+	closed bool
+}
+
+func (s *connSet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, errors.New("binlog: reader closed")
+	}
+	s.conns = append(s.conns, c)
+	return c, nil
+}
+
+func (s *connSet) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, c := range s.conns {
+		c.Close()
+	}
+	s.conns = nil
 }
 
 // queuedEvent is a parsed event waiting for stage 2, with the bytes it
