@@ -344,6 +344,7 @@ type Reader struct {
 	statements  atomic.Int64
 	unparsedDDL atomic.Int64
 	failovers   atomic.Int64
+	rttNs       atomic.Int64 // rtt, for RoundTrip
 	catchUpNs   atomic.Int64
 }
 
@@ -368,6 +369,10 @@ type Stats struct {
 	// transactions already delivered (Config.CatchUpWait).
 	CatchUpWait time.Duration
 }
+
+// RoundTrip is the round trip of a query to the server, measured when the
+// reader last connected (0 before).
+func (r *Reader) RoundTrip() time.Duration { return time.Duration(r.rttNs.Load()) }
 
 // Add returns the sums of s's and o's counters.
 func (s Stats) Add(o Stats) Stats {
@@ -634,7 +639,11 @@ func connect(ctx context.Context, cfg Config, t *tls.Config) (*client.Conn, erro
 	if t != nil {
 		opts = append(opts, func(c *client.Conn) error { c.SetTLSConfig(t); return nil })
 	}
-	return client.ConnectWithContext(ctx, cfg.Addr, cfg.User, cfg.Password, "", 10*time.Second, opts...)
+	// go-mysql heeds ctx while dialing only; the handshake over a stalled
+	// link is cut by closing the socket when ctx ends.
+	var conns connSet
+	defer context.AfterFunc(ctx, conns.closeAll)()
+	return client.ConnectWithDialer(ctx, "", cfg.Addr, cfg.User, cfg.Password, "", conns.dial, opts...)
 }
 
 // connectError says why connecting failed, in words that name the fix
@@ -722,7 +731,9 @@ func (r *Reader) recheckServer() error {
 	}
 	r.tls = tlsCfg
 	defer c.Close()
+	defer context.AfterFunc(r.ctx, func() { c.Close() })()
 	r.rtt = roundTrip(c)
+	r.rttNs.Store(int64(r.rtt))
 	info, err := preflight(c, r.cfg.ServerID, r.log())
 	if err != nil || info.Identity == r.server.Identity {
 		return err
@@ -772,15 +783,22 @@ var errHandler = errors.New("binlog: stream stopped")
 
 // prepare runs the preflight checks and fixes the start position.
 func (r *Reader) prepare() error {
-	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	// Connecting takes a few round trips: minutes over a link with a
+	// 10 s delay. A server that does not answer at all is bounded by the
+	// dial's own 10 s.
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Minute)
 	defer cancel()
 	c, tlsCfg, err := r.dialAny(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	// Closing the reader cuts the checks' queries (a stalled link would
+	// hold them for ever).
+	defer context.AfterFunc(r.ctx, func() { c.Close() })()
 	r.tls = tlsCfg
 	r.rtt = roundTrip(c)
+	r.rttNs.Store(int64(r.rtt))
 	if r.cfg.TLSMode == TLSPreferred && tlsCfg == nil {
 		r.log().Warn("the server does not offer TLS: connected unencrypted (tls=preferred)", "server", r.cfg.Addr)
 	}
@@ -1186,6 +1204,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 		Dialer:                  setupConns.dial,
 	})
 	finish := func() {
+		setupConns.closing.Store(true)
 		syncer.Close() // waits for stage 1 to stop
 		close(q.ch)
 		<-stage2
@@ -1247,15 +1266,26 @@ func (r *Reader) silenceLimit() time.Duration {
 // connSet records the connections a binlog syncer dials, so that its
 // setup (which go-mysql does not let a context cancel) can be cut.
 type connSet struct {
-	mu     sync.Mutex
-	conns  []net.Conn
-	closed bool
+	mu      sync.Mutex
+	conns   []net.Conn
+	closed  bool
+	closing atomic.Bool // the syncer is stopping: bound its last dial
 }
 
 func (s *connSet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+	d := net.Dialer{Timeout: 10 * time.Second}
+	closing := s.closing.Load()
+	if closing {
+		d.Timeout = time.Second
+	}
+	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, err
+	}
+	if closing {
+		// go-mysql's KILL of the dump, when it stops: bounded, as the link
+		// may be dead.
+		_ = c.SetDeadline(time.Now().Add(time.Second))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

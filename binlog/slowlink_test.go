@@ -50,3 +50,38 @@ func TestSlowLink(t *testing.T) {
 		}
 	})
 }
+
+// TestStalledLinkClose: over a link that stops passing data (nothing
+// closed), Close ends the reader at once, whether it was checking the
+// server or streaming.
+func TestStalledLinkClose(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v INT)")
+		start := binlogEnd(t, db)
+		tables, _ := binlog.ParseFilter("shop.t")
+		for _, when := range []string{"connecting", "streaming"} {
+			link := testenv.NewFaultProxy(t, db.Addr())
+			r := newReader(t, db, func(c *binlog.Config) { c.Addr, c.Start, c.Tables = link.Addr(), start, tables })
+			if when == "streaming" {
+				insert(t, db, 1, 1)
+				readIDs(t, r, map[int64]int{}, 1)
+			} else {
+				go r.Next(context.Background()) // starts connecting
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err := link.Stall(); err != nil {
+				t.Fatal(err)
+			}
+			if when == "connecting" {
+				time.Sleep(500 * time.Millisecond)
+			}
+			began := time.Now()
+			r.Close()
+			if d := time.Since(began); d > 3*time.Second {
+				t.Errorf("%s: Close over a stalled link took %s", when, d)
+			}
+			link.Unstall()
+		}
+	})
+}

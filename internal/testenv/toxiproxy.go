@@ -58,6 +58,26 @@ func (f *FaultProxy) SetLatency(d time.Duration) error {
 	return err
 }
 
+// Stall stops all data in both directions without closing anything, as a
+// link that dies silently does (toxiproxy's timeout toxic with no
+// timeout); Unstall lets it flow again.
+func (f *FaultProxy) Stall() error {
+	for _, dir := range []string{"downstream", "upstream"} {
+		body := fmt.Sprintf(`{"name":"stall-%s","type":"timeout","stream":"%s","attributes":{"timeout":0}}`, dir, dir)
+		if _, err := f.p.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Unstall removes what Stall added.
+func (f *FaultProxy) Unstall() {
+	for _, dir := range []string{"downstream", "upstream"} {
+		_ = f.p.Toxics.RemoveToxic(context.Background(), "stall-"+dir)
+	}
+}
+
 // Cut closes every connection and refuses new ones until Restore.
 func (f *FaultProxy) Cut() {
 	f.mu.Lock()
