@@ -191,10 +191,14 @@ func (in *input) txn(ctx context.Context, t *binlog.Txn) error {
 			in.lastEnd = t.End
 			in.matchSamples()
 		}
-		if t.Heartbeat && in.m.now()-in.clock.ok.Load() > 4*int64(in.m.p.cfg.Align.SampleEvery) {
-			// No clock samples: a heartbeat says the source had sent
-			// everything when it was sent, which is about now.
-			in.caught = max(in.caught, in.m.now())
+		if t.Heartbeat {
+			// No recent clock sample (a sample takes two round trips):
+			// a heartbeat says the source had sent everything when it was
+			// sent, at most a round trip ago.
+			rtt := max(in.clock.rtt.Load(), int64(in.src.roundTrip()))
+			if now := in.m.now(); now-in.clock.ok.Load() > 4*int64(in.m.p.cfg.Align.SampleEvery)+2*rtt {
+				in.caught = max(in.caught, now-rtt)
+			}
 		}
 	}
 	in.mu.Unlock()

@@ -74,6 +74,15 @@ type source struct {
 	done    binlog.Stats
 }
 
+// roundTrip is the current reader's round trip to its server (0 before
+// it has connected).
+func (s *source) roundTrip() time.Duration {
+	if r := s.reader.Load(); r != nil {
+		return r.RoundTrip()
+	}
+	return 0
+}
+
 // stats adds up the counters of the source's binlog readers.
 func (s *source) stats() binlog.Stats {
 	s.statsMu.Lock()
