@@ -95,12 +95,14 @@ demo: deps build
 
 # The long crash runs (make test runs shorter versions): `sluice run`
 # killed with -9 at $(CHAOS_KILLS) random moments under continuous writes,
-# a 30 s sink outage, and $(CHAOS_HA_FAULTS) random faults (kill -9,
-# SIGSTOP past the lease, etcd cut) among three replicas.
+# a 30 s sink outage, $(CHAOS_HA_FAULTS) random faults (kill -9,
+# SIGSTOP past the lease, etcd cut) among three replicas, and
+# $(CHAOS_HA_PAUSES) SIGSTOPs aimed just after a large transaction's COMMIT.
 CHAOS_KILLS     ?= 20
 CHAOS_HA_FAULTS ?= 50
+CHAOS_HA_PAUSES ?= 20
 chaos: deps
-	SLUICE_KILLS=$(CHAOS_KILLS) SLUICE_OUTAGE=30s SLUICE_HA_FAULTS=$(CHAOS_HA_FAULTS) CGO_ENABLED=1 \
+	SLUICE_KILLS=$(CHAOS_KILLS) SLUICE_OUTAGE=30s SLUICE_HA_FAULTS=$(CHAOS_HA_FAULTS) SLUICE_HA_PAUSES=$(CHAOS_HA_PAUSES) CGO_ENABLED=1 \
 		$(GO) test -race -count=1 -timeout 40m -run 'Kill9|Outage|TestHA' -v ./cmd/sluice
 
 bench: deps

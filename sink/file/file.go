@@ -147,7 +147,7 @@ func (s *Sink) acquire(ctx context.Context, what string) error {
 	}
 	err := s.lock.Lock(ctx, func(waited time.Duration) {
 		if waited < 2*time.Second || int(waited.Seconds())%10 == 0 {
-			s.log.Warn("waiting for the file sink's lock: another process holds it in the middle of a write (an earlier leader that is paused or slow); it finishes that batch and lets go, or the lock goes with the process when it dies",
+			s.log.Warn("waiting for the file sink's lock: another process holds it (an earlier leader paused or slow in the middle of a write, or a newer leader recovering); it lets go when its batch or recovery is done, or when it dies",
 				"sink", s.name, "lock", s.lockPath(), "for", what, "waited", waited.Round(time.Second).String())
 		}
 	})
