@@ -50,7 +50,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
 	"time"
 
 	"github.com/sluice-cdc/sluice/checkpoint"
