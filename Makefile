@@ -6,7 +6,7 @@
 #   make fuzz-smoke  every Fuzz* target for $(FUZZ_SMOKE_TIME)
 #   make fuzz        every Fuzz* target for $(FUZZTIME)
 #   make demo        run the end-to-end demo (sluice run) against a throwaway MariaDB
-#   make chaos       the long crash tests: 20 kills, a 30 s outage, 50 HA faults
+#   make chaos       the long crash tests: 20 kills, a 30 s outage, 50 HA faults, 20 aimed pauses
 #   make bench       libslave comparison benchmark
 #   make clean
 
@@ -103,7 +103,7 @@ CHAOS_HA_FAULTS ?= 50
 CHAOS_HA_PAUSES ?= 20
 chaos: deps
 	SLUICE_KILLS=$(CHAOS_KILLS) SLUICE_OUTAGE=30s SLUICE_HA_FAULTS=$(CHAOS_HA_FAULTS) SLUICE_HA_PAUSES=$(CHAOS_HA_PAUSES) CGO_ENABLED=1 \
-		$(GO) test -race -count=1 -timeout 40m -run 'Kill9|Outage|TestHA' -v ./cmd/sluice
+		$(GO) test -race -count=1 -timeout 60m -run 'Kill9|Outage|TestHA' -v ./cmd/sluice
 
 bench: deps
 	$(GO) run ./cmd/sluice bench libslave
