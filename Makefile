@@ -6,7 +6,7 @@
 #   make fuzz-smoke  every Fuzz* target for $(FUZZ_SMOKE_TIME)
 #   make fuzz        every Fuzz* target for $(FUZZTIME)
 #   make demo        run the end-to-end demo (sluice run) against a throwaway MariaDB
-#   make chaos       the long crash tests: 20 kills, a 30 s outage, 50 HA faults
+#   make chaos       the long crash tests: 20 kills, a 30 s outage, 50 HA faults, 20 aimed pauses
 #   make bench       libslave comparison benchmark
 #   make clean
 
@@ -95,13 +95,15 @@ demo: deps build
 
 # The long crash runs (make test runs shorter versions): `sluice run`
 # killed with -9 at $(CHAOS_KILLS) random moments under continuous writes,
-# a 30 s sink outage, and $(CHAOS_HA_FAULTS) random faults (kill -9,
-# SIGSTOP past the lease, etcd cut) among three replicas.
+# a 30 s sink outage, $(CHAOS_HA_FAULTS) random faults (kill -9,
+# SIGSTOP past the lease, etcd cut) among three replicas, and
+# $(CHAOS_HA_PAUSES) SIGSTOPs aimed just after a large transaction's COMMIT.
 CHAOS_KILLS     ?= 20
 CHAOS_HA_FAULTS ?= 50
+CHAOS_HA_PAUSES ?= 20
 chaos: deps
-	SLUICE_KILLS=$(CHAOS_KILLS) SLUICE_OUTAGE=30s SLUICE_HA_FAULTS=$(CHAOS_HA_FAULTS) CGO_ENABLED=1 \
-		$(GO) test -race -count=1 -timeout 40m -run 'Kill9|Outage|TestHA' -v ./cmd/sluice
+	SLUICE_KILLS=$(CHAOS_KILLS) SLUICE_OUTAGE=30s SLUICE_HA_FAULTS=$(CHAOS_HA_FAULTS) SLUICE_HA_PAUSES=$(CHAOS_HA_PAUSES) CGO_ENABLED=1 \
+		$(GO) test -race -count=1 -timeout 60m -run 'Kill9|Outage|TestHA' -v ./cmd/sluice
 
 bench: deps
 	$(GO) run ./cmd/sluice bench libslave

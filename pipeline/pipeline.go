@@ -1407,7 +1407,7 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 		delay = min(2*delay, w.p.cfg.RetryMax)
 		rec, rerr := s.Recover(ctx, w.epoch, w.offs[i])
 		if rerr != nil {
-			if errors.Is(rerr, ErrFenced) {
+			if errors.Is(rerr, ErrFenced) || errors.Is(rerr, ErrPermanent) {
 				return fmt.Errorf("sink %s: %w", s.Name(), rerr)
 			}
 			w.p.log.Warn("sink still unavailable", "sink", s.Name(), "err", rerr.Error())

@@ -47,6 +47,7 @@ type runEnv struct {
 	sinks   []string
 	readers map[string]func() ([]*codec.Event, error)
 	redis   *testenv.Redis
+	kafka   *kafkaReader
 	// url, when set, is the source's url in place of db's.
 	url string
 }
@@ -538,7 +539,9 @@ func (e *runEnv) withRedis(t *testing.T) *testenv.Redis {
 	e.sinks = append(e.sinks,
 		fmt.Sprintf("  - name: redis\n    type: redis\n    redis: {addr: %q, mode: stream, key_prefix: 's:', write_timeout: 2s}", r.Addr()),
 		fmt.Sprintf("  - name: redis-rows\n    type: redis\n    redis: {addr: %q, mode: materialize, key_prefix: 'm:', write_timeout: 2s}", r.Addr()))
-	e.readers["redis"] = func() ([]*codec.Event, error) { return readRedisStreams(r.Addr(), "s:app.log", "s:app.kv") }
+	e.readers["redis"] = func() ([]*codec.Event, error) {
+		return readRedisStreams(r.Addr(), "s:app.log", "s:app.kv", "s:app.bulk")
+	}
 	e.redis = r
 	return r
 }
@@ -735,13 +738,14 @@ func runSinkOutage(t *testing.T, flavor position.Flavor) {
 // withKafka adds a Kafka sink on an in-process kfake cluster.
 func (e *runEnv) withKafka(t *testing.T) *kfake.Cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "app.log", "app.kv"))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "app.log", "app.kv", "app.bulk"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
 	e.sinks = append(e.sinks, fmt.Sprintf("  - name: kafka\n    type: kafka\n    kafka: {brokers: [%q], request_timeout: 3s}", c.ListenAddrs()[0]))
-	kr := newKafkaReader(t, c.ListenAddrs(), "app.log", "app.kv")
+	kr := newKafkaReader(t, c.ListenAddrs(), "app.log", "app.kv", "app.bulk")
+	e.kafka = kr
 	e.readers["kafka"] = func() ([]*codec.Event, error) {
 		// As many messages as the file sink holds are expected: a consumer
 		// cannot tell "all read" from "not fetched yet" (partitions arrive
@@ -764,6 +768,9 @@ type kafkaReader struct {
 	topics  []string
 	cl      *kgo.Client
 	evs     []*codec.Event
+	// parts names the topic and partition of each of evs: the order of
+	// records is kept within a partition only.
+	parts []string
 }
 
 func newKafkaReader(t *testing.T, brokers []string, topics ...string) *kafkaReader {
@@ -810,6 +817,7 @@ func (r *kafkaReader) read(want int) ([]*codec.Event, error) {
 				return
 			}
 			r.evs = append(r.evs, ev)
+			r.parts = append(r.parts, rec.Topic+"/"+strconv.Itoa(int(rec.Partition)))
 		})
 		if derr != nil {
 			return nil, derr

@@ -7,11 +7,33 @@
 //	out/changes.000001.jsonl   segments, oldest first; the highest is written
 //	out/changes.000002.jsonl
 //	out/changes.epoch          the highest epoch that has written here
+//	out/changes.lock           locked (flock) around every epoch check and write
 //
-// The offset saved in checkpoints is "segment:byte offset". Recovery reads
-// every line after it, truncates a torn last line (a crash mid-write: that
-// batch was never acknowledged), and reports the sequence numbers and
-// transaction ends it found.
+// The offset saved in checkpoints is "segment:byte offset", always the end
+// of a line. Recovery reads every line after it, truncates a torn last
+// line (a crash mid-write: that batch was never acknowledged), and reports
+// the sequence numbers and transaction ends it found.
+//
+// # Fencing
+//
+// A Write holds an exclusive lock on NAME.lock from its epoch check to the
+// end of its fsync: it reads NAME.epoch, refuses (pipeline.ErrFenced) if a
+// higher epoch is stored, and otherwise appends and syncs the whole batch
+// before it lets go. Recover takes the same lock, raises NAME.epoch to its
+// own epoch and scans while it holds it. So the write of an older leader
+// and a new leader's takeover never interleave: the older leader either
+// finished its batch before the new one raised the epoch (and the new
+// one's scan finds and accounts for it), or it sees the higher epoch and
+// writes nothing. An older leader paused while it holds the lock (a
+// SIGSTOP in the middle of a batch) makes the new leader's Recover wait
+// for it, logging every second what it waits for, until it resumes and
+// finishes that one batch or dies (the kernel then releases its lock);
+// there is no timeout, because going on without the lock is exactly the
+// interleaving the lock exists to prevent.
+//
+// The lock is flock(2): it holds between processes of one machine, and
+// between machines only on a shared file system whose flock is a real
+// lock (NFSv4, CephFS, GlusterFS with locking; not NFSv3 without lockd).
 package file
 
 import (
@@ -28,8 +50,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/internal/flock"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -67,6 +91,7 @@ type Sink struct {
 	log   *slog.Logger
 	epoch uint64
 
+	lock *flock.File // NAME.lock, opened by the first Recover
 	f    *os.File
 	seg  int   // number of the open segment
 	size int64 // its size
@@ -106,6 +131,36 @@ func (s *Sink) segmentName(n int) string {
 }
 
 func (s *Sink) epochPath() string { return filepath.Join(s.dir, s.stem+".epoch") }
+
+func (s *Sink) lockPath() string { return filepath.Join(s.dir, s.stem+".lock") }
+
+// acquire takes NAME.lock (opening it on first use), logging while another
+// process holds it.
+func (s *Sink) acquire(ctx context.Context, what string) error {
+	if s.lock == nil {
+		l, err := flock.Open(s.lockPath())
+		if err != nil {
+			return fmt.Errorf("sink %s: %w", s.name, err)
+		}
+		s.lock = l
+	}
+	err := s.lock.Lock(ctx, func(waited time.Duration) {
+		if waited < 2*time.Second || int(waited.Seconds())%10 == 0 {
+			s.log.Warn("waiting for the file sink's lock: another process holds it (an earlier leader paused or slow in the middle of a write, or a newer leader recovering); it lets go when its batch or recovery is done, or when it dies",
+				"sink", s.name, "lock", s.lockPath(), "for", what, "waited", waited.Round(time.Second).String())
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", s.name, err)
+	}
+	return nil
+}
+
+func (s *Sink) release() {
+	if err := s.lock.Unlock(); err != nil {
+		s.log.Warn("releasing the file sink's lock", "sink", s.name, "err", err.Error())
+	}
+}
 
 // segments lists the segment numbers present, ascending.
 func (s *Sink) segments() ([]int, error) {
@@ -148,12 +203,20 @@ func (s *Sink) readEpoch() (uint64, error) {
 }
 
 // Recover fences lower epochs, repairs a torn last line and scans what the
-// files hold after offset.
+// files hold after offset, all under the sink's lock (see Fencing).
 func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
 	var rec pipeline.Recovery
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return rec, fmt.Errorf("sink %s: %w", s.name, err)
 	}
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
+	if err := s.acquire(ctx, "recovery"); err != nil {
+		return rec, err
+	}
+	defer s.release()
 	stored, err := s.readEpoch()
 	if err != nil {
 		return rec, err
@@ -167,10 +230,6 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		}
 	}
 	s.epoch = epoch
-	if s.f != nil {
-		s.f.Close()
-		s.f = nil
-	}
 	segs, err := s.segments()
 	if err != nil {
 		return rec, err
@@ -179,7 +238,7 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 	if offset != "" {
 		name, off, ok := strings.Cut(offset, ":")
 		n, err1 := strconv.ParseInt(off, 10, 64)
-		if !ok || err1 != nil {
+		if !ok || err1 != nil || n < 0 {
 			return rec, fmt.Errorf("sink %s: offset %q in the checkpoint is not SEGMENT:BYTES", s.name, offset)
 		}
 		for _, sg := range segs {
@@ -191,6 +250,8 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 			return rec, fmt.Errorf("sink %s: segment %s named by the checkpoint is missing from %s; restore it, or remove the checkpoint to start over", s.name, name, s.dir)
 		}
 	}
+	sc := scanState{epoch: epoch}
+	s.seg, s.size = 0, 0
 	for i, sg := range segs {
 		if sg < fromSeg {
 			continue
@@ -199,11 +260,15 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		if sg == fromSeg {
 			start = fromOff
 		}
-		size, err := s.scan(ctx, sg, start, i == len(segs)-1, &rec)
+		size, err := s.scan(ctx, sg, start, i == len(segs)-1, &rec, &sc)
 		if err != nil {
 			return rec, err
 		}
 		s.seg, s.size = sg, size
+	}
+	if sc.stale > 0 {
+		s.log.Warn("the file sink holds lines of an older epoch after lines of a newer one: an old leader (a sluice before the file sink locked its writes) appended after its successor; recovery ignores those lines, and consumers should drop them (their epoch is below the epoch of a line before them)",
+			"sink", s.name, "lines", sc.stale, "first_at", sc.staleAt)
 	}
 	if s.seg == 0 {
 		// Nothing written yet: the offset is the start (""), not a segment
@@ -215,15 +280,50 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 	return rec, nil
 }
 
+// scanState is what a recovery scan carries from line to line and from
+// segment to segment.
+type scanState struct {
+	epoch   uint64 // the recovering writer's
+	high    uint64 // the highest epoch of a line read so far
+	stale   int    // lines of a lower epoch than one before them
+	staleAt string // where the first of them is
+}
+
 // scan reads segment sg from start, observing each line; a torn final line
 // of the last segment is cut off. It returns the segment's (new) size.
-func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pipeline.Recovery) (int64, error) {
+//
+// A start inside a line (a checkpoint saved by a sluice whose offsets
+// could miss bytes another process had appended) is moved back to that
+// line's start, so that the scan reads whole lines; a line of an older
+// epoch after one of a newer epoch is not observed (see Recover); any
+// other line that is not sluice's stops recovery with
+// pipeline.ErrPermanent, naming the file and the byte.
+func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pipeline.Recovery, sc *scanState) (int64, error) {
 	path := filepath.Join(s.dir, s.segmentName(sg))
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return 0, fmt.Errorf("sink %s: %w", s.name, err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("sink %s: %w", s.name, err)
+	}
+	if start > fi.Size() {
+		return 0, fmt.Errorf("sink %s: %s is %d bytes, shorter than the checkpoint's offset %d: lines the checkpoint counts as written are gone (the file was cut or replaced, or a machine crash lost them with no_sync); restore the file, or remove the checkpoint and the sink's files to start over: %w",
+			s.name, path, fi.Size(), start, pipeline.ErrPermanent)
+	}
+	if start > 0 {
+		ls, err := lineStart(f, start)
+		if err != nil {
+			return 0, fmt.Errorf("sink %s: reading %s: %w", s.name, path, err)
+		}
+		if ls != start {
+			s.log.Warn("the checkpoint's offset is inside a line (an old leader appended bytes the offset did not count): reading from the start of that line",
+				"sink", s.name, "file", path, "offset", start, "line_start", ls)
+			start = ls
+		}
+	}
 	if _, err := f.Seek(start, io.SeekStart); err != nil {
 		return 0, err
 	}
@@ -246,7 +346,7 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 		if err == io.EOF {
 			if len(line) > 0 {
 				if !last {
-					return 0, fmt.Errorf("sink %s: %s ends in a partial line at byte %d but is not the newest segment; the files were changed by hand", s.name, path, off)
+					return 0, fmt.Errorf("sink %s: %s ends in a partial line at byte %d but is not the newest segment; the files were changed by hand: remove the partial line (or restore the file) and restart: %w", s.name, path, off, pipeline.ErrPermanent)
 				}
 				s.log.Warn("cutting a partial line left by a crash (its batch was never acknowledged)", "sink", s.name, "file", path, "at", off, "bytes", len(line))
 				if err := f.Truncate(off); err != nil {
@@ -263,11 +363,39 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 		}
 		meta, err := parseMeta(line[:len(line)-1])
 		if err != nil {
-			return 0, fmt.Errorf("sink %s: %s at byte %d: %w", s.name, path, off, err)
+			return 0, fmt.Errorf("sink %s: %s, the line at byte %d (%d bytes): %w; move the file aside (or remove that line) and restart: %w", s.name, path, off, len(line), err, pipeline.ErrPermanent)
 		}
-		rec.Observe(meta.Seq, meta.Source, meta.End)
+		switch {
+		case meta.Epoch > sc.epoch:
+			return 0, fmt.Errorf("%w: %s holds a line of epoch %d at byte %d, this writer has %d", pipeline.ErrFenced, path, meta.Epoch, off, sc.epoch)
+		case meta.Epoch < sc.high:
+			if sc.stale == 0 {
+				sc.staleAt = s.segmentName(sg) + ":" + strconv.FormatInt(off, 10)
+			}
+			sc.stale++
+		default:
+			sc.high = meta.Epoch
+			rec.Observe(meta.Seq, meta.Source, meta.End)
+		}
 		off += int64(len(line))
 	}
+}
+
+// lineStart returns where the line holding the byte before off begins
+// (off itself when that byte ends a line).
+func lineStart(f *os.File, off int64) (int64, error) {
+	buf := make([]byte, 64<<10)
+	for end := off; end > 0; {
+		n := min(int64(len(buf)), end)
+		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			return end - n + int64(i) + 1, nil
+		}
+		end -= n
+	}
+	return 0, nil
 }
 
 var metaMark = []byte(`,"sluice":{`)
@@ -287,14 +415,25 @@ func parseMeta(line []byte) (pipeline.Meta, error) {
 }
 
 // Write appends the batch, rotating first if the segment is full, and
-// syncs it to disk.
+// syncs it to disk: the epoch check, the append and the fsync happen under
+// the sink's lock, as one step no takeover can come between.
 func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+	if b.Epoch < s.epoch {
+		return "", fmt.Errorf("%w: batch of epoch %d, below the epoch %d this sink recovered under", pipeline.ErrFenced, b.Epoch, s.epoch)
+	}
+	if s.lock == nil {
+		return "", fmt.Errorf("sink %s: Write without Recover", s.name)
+	}
+	if err := s.acquire(ctx, "a write"); err != nil {
+		return "", err
+	}
+	defer s.release()
 	stored, err := s.readEpoch()
 	if err != nil {
 		return "", err
 	}
-	if stored > s.epoch || b.Epoch < s.epoch {
-		return "", fmt.Errorf("%w: %s holds epoch %d, this writer has %d", pipeline.ErrFenced, s.epochPath(), stored, b.Epoch)
+	if stored > s.epoch {
+		return "", fmt.Errorf("%w: %s holds epoch %d, this writer has %d", pipeline.ErrFenced, s.epochPath(), stored, s.epoch)
 	}
 	if s.f != nil && s.size >= s.cfg.MaxBytes {
 		if err := s.f.Close(); err != nil {
@@ -313,6 +452,16 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 			return "", err
 		}
 		s.f = f
+	}
+	// The segment must end where this writer left it: the offset returned
+	// below is computed from that, and must be the end of a line.
+	if fi, err := s.f.Stat(); err != nil || fi.Size() != s.size {
+		s.f.Close()
+		s.f = nil
+		if err == nil {
+			err = fmt.Errorf("%s is %d bytes, but this writer left it at %d: something else wrote to it (or cut it); recovering", s.segmentName(s.seg), fi.Size(), s.size)
+		}
+		return "", fmt.Errorf("sink %s: %w", s.name, err)
 	}
 	buf := s.buf[:0]
 	for i := range b.Messages {
@@ -337,13 +486,17 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 	return s.segmentName(s.seg) + ":" + strconv.FormatInt(s.size, 10), nil
 }
 
-// Close closes the open segment.
+// Close closes the open segment and the lock file.
 func (s *Sink) Close() error {
-	if s.f == nil {
-		return nil
+	var err error
+	if s.f != nil {
+		err = s.f.Close()
+		s.f = nil
 	}
-	err := s.f.Close()
-	s.f = nil
+	if s.lock != nil {
+		err = errors.Join(err, s.lock.Close())
+		s.lock = nil
+	}
 	return err
 }
 

@@ -552,6 +552,12 @@ func (s *Sink) writeError(ctx context.Context, b *pipeline.Batch, i int, err err
 					return fmt.Errorf("nats: stream %s refused message seq %d (%v): its last message (stream sequence %d) was written by epoch %d, above this process's %d: %w",
 						s.cfg.Stream, seq, err, info.State.LastSeq, epoch, s.epoch, pipeline.ErrFenced)
 				}
+				if eerr == nil && epoch != 0 && epoch < s.epoch {
+					// An old leader's batch landed after this leader's
+					// recovery and before its first publish (docs/HA.md).
+					return fmt.Errorf("nats: stream %s refused message seq %d (%w): its last message (stream sequence %d) was written by epoch %d, an older leader that published after this process (epoch %d) recovered; the pipeline recovers again and continues after it",
+						s.cfg.Stream, seq, err, info.State.LastSeq, epoch, s.epoch)
+				}
 			}
 			return fmt.Errorf("nats: stream %s refused message seq %d (%w): the stream changed since Recover (a write that timed out landed late, or something else published to %s); the pipeline recovers and retries. If this repeats, make sure nothing but this pipeline publishes to the stream",
 				s.cfg.Stream, seq, err, s.subject.filter)

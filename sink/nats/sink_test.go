@@ -419,8 +419,8 @@ func TestWriteAfterOlderEpochAppendIsRetryable(t *testing.T) {
 	mustWrite(t, old, batch(1, 3, 3)) // lands after cur's Recover
 
 	_, err := cur.Write(testCtx(t), batch(2, 3, 6))
-	if err == nil || errors.Is(err, pipeline.ErrFenced) {
-		t.Fatalf("Write after an older epoch's append: %v, want a retryable error", err)
+	if err == nil || errors.Is(err, pipeline.ErrFenced) || !strings.Contains(err.Error(), "written by epoch 1, an older leader") {
+		t.Fatalf("Write after an older epoch's append: %v, want a retryable error naming the older leader", err)
 	}
 	rec := mustRecover(t, cur, 2, "2")
 	if rec.MaxSeq != 3 {
