@@ -1397,7 +1397,14 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 		return err
 	}
 	if r.asm.open && r.asm.hasBegin {
-		return nil // e.g. SAVEPOINT, or a statement logged inside a transaction
+		// A statement logged inside a transaction (SAVEPOINT, ...). DDL
+		// there is CREATE TABLE ... SELECT in ROW format: MariaDB and
+		// MySQL 8+ log the CREATE and its rows as one transaction (MySQL
+		// with GTIDs: "CREATE TABLE ... START TRANSACTION", then the rows,
+		// then the commit). The DDL is delivered in that transaction,
+		// before its rows.
+		r.ddl(hdr, string(e.Schema), q, st)
+		return nil
 	}
 	if !r.asm.open {
 		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
