@@ -1,7 +1,11 @@
 package binlog_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,9 +81,42 @@ func firstIDs(ts []xaTxn) [][]int64 {
 func TestXATransactions(t *testing.T) {
 	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
 		db := startServer(t, f, testenv.Options{})
+		start, want := xaWorkload(t, db)
+		tables, _ := binlog.ParseFilter("shop.t")
+		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.Tables = tables; c.ChunkBytes = 16 << 10 })
+		got := collectXA(t, r, 99)
+		r.Close()
+		checkXAWorkload(t, got, want)
+		if !serverGTIDs(t, db).Contains(mustGTIDs(t, f, got[len(got)-1].end.GTIDs)) {
+			t.Errorf("the last End %s is not within the server's GTID state", got[len(got)-1].end)
+		}
+		// Resume from each position between a PREPARE and its COMMIT:
+		// after 10 (a1 prepared) and after 40 (big and b1 prepared).
+		for _, i := range []int{0, 3} {
+			r := newReader(t, db, func(c *binlog.Config) { c.Start = got[i].end; c.Tables = tables; c.ChunkBytes = 16 << 10 })
+			again := collectXA(t, r, 99)
+			r.Close()
+			if w := want[i+1:]; !slices.EqualFunc(firstIDs(again), w, slices.Equal[[]int64]) {
+				t.Fatalf("resumed after %v at %s: delivered %v; want %v", got[i].ids, got[i].end, firstIDs(again), w)
+			}
+			for j := range again {
+				if again[j].end.GTIDs != got[i+1+j].end.GTIDs {
+					t.Errorf("resumed: transaction %v ends at %s, first read at %s", again[j].ids, again[j].end, got[i+1+j].end)
+				}
+			}
+		}
+	})
+}
+
+// xaWorkload writes the XA transactions of the XA tests into shop.t (and
+// shop.u, not selected), across a server restart (so across binlog
+// files), and returns the position before them and the ids of the
+// transactions to deliver, in order (see firstIDs).
+func xaWorkload(t *testing.T, db *testenv.Server) (position.Position, [][]int64) {
+	t.Helper()
+	{
 		exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))", "CREATE TABLE shop.u (id INT PRIMARY KEY)")
 		start := binlogEnd(t, db)
-		tables, _ := binlog.ParseFilter("shop.t")
 		prepare := func(xid string, stmts ...string) {
 			all := append([]string{"XA START '" + xid + "'"}, stmts...)
 			exec(t, db, append(all, "XA END '"+xid+"'", "XA PREPARE '"+xid+"'")...)
@@ -103,10 +140,14 @@ func TestXATransactions(t *testing.T) {
 		exec(t, db, "XA COMMIT 'big'")
 		exec(t, db, "INSERT INTO shop.t VALUES (99, 'last')")
 
-		want := [][]int64{{10}, {1, 2}, {30}, {40}, {50}, {1001, 4000, 3000}, {99}}
-		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.Tables = tables; c.ChunkBytes = 16 << 10 })
-		got := collectXA(t, r, 99)
-		r.Close()
+		return start, [][]int64{{10}, {1, 2}, {30}, {40}, {50}, {1001, 4000, 3000}, {99}}
+	}
+}
+
+// checkXAWorkload checks what a reader delivered of xaWorkload.
+func checkXAWorkload(t *testing.T, got []xaTxn, want [][]int64) {
+	t.Helper()
+	{
 		if !slices.EqualFunc(firstIDs(got), want, slices.Equal[[]int64]) {
 			t.Fatalf("delivered %v; want %v", firstIDs(got), want)
 		}
@@ -116,25 +157,14 @@ func TestXATransactions(t *testing.T) {
 		if got[0].xid != "" {
 			t.Errorf("an ordinary transaction has XID %q", got[0].xid)
 		}
-		if !serverGTIDs(t, db).Contains(mustGTIDs(t, f, got[len(got)-1].end.GTIDs)) {
-			t.Errorf("the last End %s is not within the server's GTID state", got[len(got)-1].end)
-		}
-		// Resume from each position between a PREPARE and its COMMIT:
-		// after 10 (a1 prepared) and after 40 (big and b1 prepared).
-		for _, i := range []int{0, 3} {
-			r := newReader(t, db, func(c *binlog.Config) { c.Start = got[i].end; c.Tables = tables; c.ChunkBytes = 16 << 10 })
-			again := collectXA(t, r, 99)
-			r.Close()
-			if w := want[i+1:]; !slices.EqualFunc(firstIDs(again), w, slices.Equal[[]int64]) {
-				t.Fatalf("resumed after %v at %s: delivered %v; want %v", got[i].ids, got[i].end, firstIDs(again), w)
+		gtids := map[string]bool{}
+		for _, g := range got {
+			if g.gtid == "" || gtids[g.gtid] {
+				t.Errorf("transaction %v has GTID %q: empty or delivered before", firstIDs([]xaTxn{g}), g.gtid)
 			}
-			for j := range again {
-				if again[j].end.GTIDs != got[i+1+j].end.GTIDs {
-					t.Errorf("resumed: transaction %v ends at %s, first read at %s", again[j].ids, again[j].end, got[i+1+j].end)
-				}
-			}
+			gtids[g.gtid] = true
 		}
-	})
+	}
 }
 
 func mustGTIDs(t *testing.T, f position.Flavor, s string) position.GTIDSet {
@@ -226,4 +256,91 @@ func xaFinish(t *testing.T, db *testenv.Server, stmt string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// TestXAReadFiles: reading binlog files from disk (sluice read), a
+// committed XA transaction is delivered once, at its commit, with its
+// XID and the commit's GTID, its prepared part read again from the file
+// that holds it (an earlier file too: prepared before a restart,
+// committed after); rolled back ones never; a large one in chunks.
+// Without the file of its XA PREPARE, or from a stream that cannot be
+// read again, the XA COMMIT stops the read with an error in words.
+func TestXAReadFiles(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		start, want := xaWorkload(t, db)
+		tables, _ := binlog.ParseFilter("shop.t")
+		var files []string
+		for _, p := range binlogFiles(t, db) {
+			if filepath.Base(p) >= start.File {
+				files = append(files, p)
+			}
+		}
+		if len(files) < 2 {
+			t.Fatalf("the workload's restart should start a new binlog file: %v", files)
+		}
+		read := func(files []string) ([]xaTxn, error) {
+			var out []xaTxn
+			var cur *xaTxn
+			err := binlog.ReadFiles(context.Background(), files, binlog.FileConfig{Tables: tables, ChunkBytes: 16 << 10}, func(txn *binlog.Txn) error {
+				if cur == nil {
+					cur = &xaTxn{gtid: txn.GTID, xid: txn.XID, prepared: txn.PrepareGTID}
+				}
+				if txn.XID != cur.xid || txn.GTID != cur.gtid {
+					return fmt.Errorf("chunk %d of %s has XID %q GTID %s", txn.Chunk, cur.gtid, txn.XID, txn.GTID)
+				}
+				for _, ch := range txn.Changes {
+					if ch.Op == binlog.OpInsert {
+						cur.ids = append(cur.ids, ch.After[0].Int())
+					}
+				}
+				if txn.Last {
+					cur.end = txn.End
+					if len(cur.ids) > 0 {
+						out = append(out, *cur)
+					}
+					cur = nil
+				}
+				return nil
+			})
+			return out, err
+		}
+		got, err := read(files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkXAWorkload(t, got, want)
+		// The live reader delivers the same transactions, GTIDs and XIDs.
+		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.Tables = tables })
+		live := collectXA(t, r, 99)
+		r.Close()
+		if len(live) != len(got) {
+			t.Fatalf("files: %d transactions, the server: %d", len(got), len(live))
+		}
+		for i := range got {
+			if got[i].gtid != live[i].gtid || got[i].xid != live[i].xid || got[i].prepared != live[i].prepared {
+				t.Errorf("transaction %d: files GTID %s XID %q prepared %s; server GTID %s XID %q prepared %s",
+					i, got[i].gtid, got[i].xid, got[i].prepared, live[i].gtid, live[i].xid, live[i].prepared)
+			}
+		}
+
+		// The file after the restart alone: b1 and big were prepared
+		// before it.
+		_, err = read(files[1:])
+		if err == nil || !strings.Contains(err.Error(), "prepared before the files given") || !strings.Contains(err.Error(), "XA COMMIT") {
+			t.Errorf("reading without the file of the XA PREPARE: %v", err)
+		}
+		noGoText(t, err)
+		// A stream cannot be read again.
+		in, err := os.Open(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		err = binlog.ReadStream(context.Background(), filepath.Base(files[0]), bufio.NewReader(in), binlog.FileConfig{Tables: tables}, func(*binlog.Txn) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "cannot be read again from a stream") {
+			t.Errorf("an XA transaction in a stream: %v", err)
+		}
+		noGoText(t, err)
+	})
 }
