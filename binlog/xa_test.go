@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -245,16 +246,13 @@ func TestXAFetchReconnect(t *testing.T) {
 // a few seconds.
 func xaFinish(t *testing.T, db *testenv.Server, stmt string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := db.Exec(context.Background(), stmt)
-		if err == nil {
-			return
-		}
-		if !strings.Contains(err.Error(), "1397") || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := workload.XAFinish(context.Background(), c, stmt); err != nil {
+		t.Fatal(err)
 	}
 }
 
