@@ -134,7 +134,8 @@ func (fr *fileReader) fetchPrepared(h *eventHandler) error {
 	if f == nil {
 		return nil
 	}
-	defer func() { r.fetch, r.asm = nil, assembly{} }()
+	crc := r.crc // the file being read's; the earlier file's FDE sets its own
+	defer func() { r.fetch, r.asm, r.crc = nil, assembly{}, crc }()
 	path, ok := fr.paths[f.from.File]
 	if !ok {
 		return fmt.Errorf("binlog: %s:%d: XA transaction %s committed here changes selected tables, and its prepared part (in %s at %d) cannot be read again from a stream: give the files by name (sluice read FILE...)", f.end.File, f.end.Offset, f.xid, f.from.File, f.from.Offset)
