@@ -3,11 +3,13 @@ package binlog_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/testenv"
@@ -133,5 +135,66 @@ func TestDDLInsideTransaction(t *testing.T) {
 			files = files[1:]
 		}
 		check("ReadFiles", files, logs.String())
+	})
+}
+
+// TestCreateSelectLoggedAsStatement: a session with binlog_format
+// STATEMENT or MIXED logs CREATE TABLE ... SELECT as that statement alone,
+// without the rows it copies. On a captured table that stops the stream
+// with ErrStatementChange (it was delivered as DDL and the rows were
+// lost without a word); with on_statement_change skip the DDL is
+// delivered, with a warning and a count. Not captured: it passes.
+func TestCreateSelectLoggedAsStatement(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		exec(t, db, "CREATE DATABASE shop", "CREATE DATABASE other",
+			"CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))", "INSERT INTO shop.t VALUES (1,'a'),(2,'b')")
+		start := binlogEnd(t, db)
+		exec(t, db, "SET SESSION binlog_format = 'STATEMENT'", "CREATE TABLE other.x SELECT * FROM shop.t")
+		exec(t, db, "INSERT INTO shop.t VALUES (3,'c')")
+		exec(t, db, "SET SESSION binlog_format = 'STATEMENT'", "CREATE TABLE shop.c1 SELECT * FROM shop.t")
+		exec(t, db, "SET SESSION binlog_format = 'MIXED'", "CREATE TABLE shop.c2 (PRIMARY KEY (id)) SELECT * FROM shop.t")
+		exec(t, db, "INSERT INTO shop.t VALUES (99,'last')")
+		tables, _ := binlog.ParseFilter("shop.*")
+
+		r := newReader(t, db, func(c *binlog.Config) { c.Start, c.Tables = start, tables })
+		var err error
+		var got []string
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			txn, e := r.Next(ctx)
+			cancel()
+			if e != nil {
+				err = e
+				break
+			}
+			cur := txnSummary{}
+			summarize(&cur, txn)
+			got = append(got, cur.changes...)
+		}
+		if !errors.Is(err, binlog.ErrStatementChange) || !strings.Contains(err.Error(), "CREATE shop.c1 at mysql-bin.") || !strings.Contains(err.Error(), "CREATE TABLE shop.c1 SELECT") {
+			t.Fatalf("Next = %v; want ErrStatementChange naming CREATE shop.c1", err)
+		}
+		if strings.Join(got, "|") != "c shop.t 3" {
+			t.Errorf("delivered before stopping: %v; want the insert of 3 only", got)
+		}
+
+		var logs bytes.Buffer
+		r = newReader(t, db, func(c *binlog.Config) {
+			c.Start, c.Tables, c.OnStatementChange = start, tables, binlog.StatementSkip
+			c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		})
+		got = got[:0]
+		for len(got) == 0 || got[len(got)-1] != "c shop.t 99" {
+			cur := txnSummary{}
+			summarize(&cur, next(t, r))
+			got = append(got, cur.changes...)
+		}
+		if want := "c shop.t 3|ddl shop.c1|ddl shop.c2|c shop.t 99"; strings.Join(got, "|") != want {
+			t.Errorf("with skip delivered %s; want %s", strings.Join(got, "|"), want)
+		}
+		if n, w := r.Stats().StatementChanges, strings.Count(logs.String(), "skipped a change logged as a statement"); n != 2 || w != 2 {
+			t.Errorf("with skip: StatementChanges %d, %d warnings; want 2 and 2\n%s", n, w, logs.String())
+		}
 	})
 }

@@ -1511,13 +1511,14 @@ func CheckOnStatementChange(v string) error {
 
 // statementChange stops the stream (or, with OnStatementChange "skip",
 // warns) at a DML statement on a selected table that the server logged as
-// a statement: its rows are not in the binlog and would be lost without a
-// word. A DML statement the grammar cannot read counts as touching a
+// a statement, or a CREATE TABLE ... SELECT of a selected table logged so:
+// its rows are not in the binlog and would be lost without a word. (With
+// skip, the CREATE is still delivered as DDL.) A DML statement the grammar cannot read counts as touching a
 // selected table when its default database is selected, or it has none,
 // or it names a selected database (the rule DDL is matched by).
 func (r *Reader) statementChange(hdr *replication.EventHeader, db, q string, st sqlstmt.Statement) error {
-	if st.Kind != sqlstmt.DML {
-		return nil
+	if st.Kind != sqlstmt.DML && !st.CopiesRows {
+		return nil // CREATE TABLE ... SELECT logged as a statement: its rows are not in the binlog either
 	}
 	var hit []string
 	if st.Parsed {
