@@ -47,7 +47,8 @@ type RandomOptions struct {
 	// Steps is how many steps to draw (default 50).
 	Steps int
 	// Statement adds transactions a session writes with
-	// binlog_format=STATEMENT: into RandomDB.sbr (and their markers),
+	// binlog_format=STATEMENT: into RandomDB.sbr (and their markers) and
+	// CREATE TABLE RandomDB.sbrN ... SELECT,
 	// never into the other tables, so that with on_statement_change: skip
 	// the other tables still match the server.
 	Statement bool
@@ -788,6 +789,29 @@ func (w *randomRun) statementTxn() error {
 	if w.exp.BeforeStatement == nil {
 		w.exp.BeforeStatement = maps.Clone(w.exp.Deliver)
 	}
+	if len(w.xa) == 0 && w.rng.IntN(3) == 0 {
+		// CREATE TABLE ... SELECT logged as that statement: delivered as
+		// DDL (with skip), without the rows it copies. Its table is named
+		// sbr..., left out of the comparison like sbr. (It reads its source
+		// with shared locks: never beside a prepared transaction.)
+		names := w.tableNames(w.tables)
+		w.nextT++
+		stmt := fmt.Sprintf("CREATE TABLE %s.sbr%d SELECT * FROM %s.%s", RandomDB, w.nextT, RandomDB, names[w.rng.IntN(len(names))])
+		if err := w.exec("SET SESSION binlog_format = 'STATEMENT'", stmt, "SET SESSION binlog_format = 'ROW'"); err != nil {
+			return err
+		}
+		got, err := w.expectGTIDs(stmt, 1)
+		if err != nil {
+			return err
+		}
+		desc := w.logf("binlog_format=STATEMENT: %s %v", stmt, got)
+		if w.exp.FirstStatement == "" {
+			w.exp.FirstStatement = got[0]
+		}
+		w.exp.StatementSteps++
+		w.exp.Deliver[got[0]] = Delivery{DDL: stmt, What: desc}
+		return nil
+	}
 	m := w.newMarker()
 	id := w.nextID
 	w.nextID++
@@ -811,10 +835,10 @@ func (w *randomRun) statementTxn() error {
 	return nil
 }
 
-// SelectAll reads every table of RandomDB but sbr: rows by id, columns as
+// SelectAll reads every table of RandomDB but sbr...: rows by id, columns as
 // text (nil for NULL).
 func SelectAll(ctx context.Context, c *client.Conn) (map[string]TableRows, error) {
-	rs, err := c.Execute("SELECT table_name FROM information_schema.tables WHERE table_schema = '" + RandomDB + "' AND table_name <> 'sbr'")
+	rs, err := c.Execute("SELECT table_name FROM information_schema.tables WHERE table_schema = '" + RandomDB + "' AND table_name NOT LIKE 'sbr%'")
 	if err != nil {
 		return nil, err
 	}
