@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -51,7 +53,27 @@ func ReadFiles(ctx context.Context, files []string, cfg FileConfig, fn func(*Txn
 			return err
 		}
 	}
+	fr.pendingXA()
 	return nil
+}
+
+// pendingXA warns of the XA transactions with selected changes that were
+// prepared in the files read and neither committed nor rolled back in
+// them: not delivered, as they were not committed (yet) as far as the
+// files tell.
+func (fr *fileReader) pendingXA() {
+	xids := make([]string, 0, len(fr.r.prepared))
+	for xid, p := range fr.r.prepared {
+		if p.touched {
+			xids = append(xids, xid)
+		}
+	}
+	sort.Strings(xids)
+	for _, xid := range xids {
+		p := fr.r.prepared[xid]
+		fr.r.log().Warn("an XA transaction prepared in the files read is neither committed nor rolled back in them: its changes are not delivered (give the file holding its XA COMMIT too)",
+			"xid", xid, "prepared_at", p.start.File+":"+strconv.FormatUint(uint64(p.start.Offset), 10), "gtid", p.gtid)
+	}
 }
 
 // ReadStream decodes one binlog file's bytes (starting with the 4-byte

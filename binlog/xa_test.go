@@ -2,8 +2,10 @@ package binlog_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -322,6 +324,16 @@ func TestXAReadFiles(t *testing.T) {
 			}
 		}
 
+		// The file before the restart alone: b1 and big are prepared,
+		// not committed, in it: not delivered, and said so.
+		var logs bytes.Buffer
+		err = binlog.ReadFiles(context.Background(), files[:1], binlog.FileConfig{Tables: tables, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, func(*binlog.Txn) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(logs.String(), "neither committed nor rolled back"); n != 2 || !strings.Contains(logs.String(), `xid=X'6231',X'',1`) || !strings.Contains(logs.String(), `xid=X'626967',X'',1`) {
+			t.Errorf("reading the file before the restart: %d warnings of prepared transactions (want b1 and big):\n%s", n, logs.String())
+		}
 		// The file after the restart alone: b1 and big were prepared
 		// before it.
 		_, err = read(files[1:])
