@@ -117,56 +117,52 @@ func TestXATransactions(t *testing.T) {
 // transactions to deliver, in order (see firstIDs).
 func xaWorkload(t *testing.T, db *testenv.Server) (position.Position, [][]int64) {
 	t.Helper()
-	{
-		exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))", "CREATE TABLE shop.u (id INT PRIMARY KEY)")
-		start := binlogEnd(t, db)
-		prepare := func(xid string, stmts ...string) {
-			all := append([]string{"XA START '" + xid + "'"}, stmts...)
-			exec(t, db, append(all, "XA END '"+xid+"'", "XA PREPARE '"+xid+"'")...)
-		}
-		prepare("a1", "INSERT INTO shop.t VALUES (1, 'a1')", "INSERT INTO shop.t VALUES (2, 'a1')")
-		exec(t, db, "INSERT INTO shop.t VALUES (10, 'between')")
-		prepare("a2", "INSERT INTO shop.t VALUES (20, 'rolled back')")
-		prepare("a3", "INSERT INTO shop.u VALUES (1)") // no selected table
-		xaFinish(t, db, "XA COMMIT 'a1'")              // another connection
-		xaFinish(t, db, "XA ROLLBACK 'a2'")
-		xaFinish(t, db, "XA COMMIT 'a3'")
-		exec(t, db, "XA START 'a4'", "INSERT INTO shop.t VALUES (30, 'one phase')", "XA END 'a4'", "XA COMMIT 'a4' ONE PHASE")
-		setup, from := seqRows(db, 3000)
-		exec(t, db, append(setup, "XA START 'big'", "INSERT INTO shop.t SELECT seq + 1000, REPEAT('x', 30) FROM "+from, "XA END 'big'", "XA PREPARE 'big'")...)
-		prepare("b1", "INSERT INTO shop.t VALUES (50, 'across a restart')")
-		exec(t, db, "INSERT INTO shop.t VALUES (40, 'between')")
-		if err := db.Restart(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		exec(t, db, "XA COMMIT 'b1'")
-		exec(t, db, "XA COMMIT 'big'")
-		exec(t, db, "INSERT INTO shop.t VALUES (99, 'last')")
-
-		return start, [][]int64{{10}, {1, 2}, {30}, {40}, {50}, {1001, 4000, 3000}, {99}}
+	exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))", "CREATE TABLE shop.u (id INT PRIMARY KEY)")
+	start := binlogEnd(t, db)
+	prepare := func(xid string, stmts ...string) {
+		all := append([]string{"XA START '" + xid + "'"}, stmts...)
+		exec(t, db, append(all, "XA END '"+xid+"'", "XA PREPARE '"+xid+"'")...)
 	}
+	prepare("a1", "INSERT INTO shop.t VALUES (1, 'a1')", "INSERT INTO shop.t VALUES (2, 'a1')")
+	exec(t, db, "INSERT INTO shop.t VALUES (10, 'between')")
+	prepare("a2", "INSERT INTO shop.t VALUES (20, 'rolled back')")
+	prepare("a3", "INSERT INTO shop.u VALUES (1)") // no selected table
+	xaFinish(t, db, "XA COMMIT 'a1'")              // another connection
+	xaFinish(t, db, "XA ROLLBACK 'a2'")
+	xaFinish(t, db, "XA COMMIT 'a3'")
+	exec(t, db, "XA START 'a4'", "INSERT INTO shop.t VALUES (30, 'one phase')", "XA END 'a4'", "XA COMMIT 'a4' ONE PHASE")
+	setup, from := seqRows(db, 3000)
+	exec(t, db, append(setup, "XA START 'big'", "INSERT INTO shop.t SELECT seq + 1000, REPEAT('x', 30) FROM "+from, "XA END 'big'", "XA PREPARE 'big'")...)
+	prepare("b1", "INSERT INTO shop.t VALUES (50, 'across a restart')")
+	exec(t, db, "INSERT INTO shop.t VALUES (40, 'between')")
+	if err := db.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "XA COMMIT 'b1'")
+	exec(t, db, "XA COMMIT 'big'")
+	exec(t, db, "INSERT INTO shop.t VALUES (99, 'last')")
+
+	return start, [][]int64{{10}, {1, 2}, {30}, {40}, {50}, {1001, 4000, 3000}, {99}}
 }
 
 // checkXAWorkload checks what a reader delivered of xaWorkload.
 func checkXAWorkload(t *testing.T, got []xaTxn, want [][]int64) {
 	t.Helper()
-	{
-		if !slices.EqualFunc(firstIDs(got), want, slices.Equal[[]int64]) {
-			t.Fatalf("delivered %v; want %v", firstIDs(got), want)
+	if !slices.EqualFunc(firstIDs(got), want, slices.Equal[[]int64]) {
+		t.Fatalf("delivered %v; want %v", firstIDs(got), want)
+	}
+	if got[1].xid != "X'6131',X'',1" || got[1].gtid == "" || got[1].prepared == "" || got[1].prepared == got[1].gtid {
+		t.Errorf("XA a1 delivered as %+v: want XID X'6131',X'',1, the commit's GTID and the prepared part's", got[1])
+	}
+	if got[0].xid != "" {
+		t.Errorf("an ordinary transaction has XID %q", got[0].xid)
+	}
+	gtids := map[string]bool{}
+	for _, g := range got {
+		if g.gtid == "" || gtids[g.gtid] {
+			t.Errorf("transaction %v has GTID %q: empty or delivered before", firstIDs([]xaTxn{g}), g.gtid)
 		}
-		if got[1].xid != "X'6131',X'',1" || got[1].gtid == "" || got[1].prepared == "" || got[1].prepared == got[1].gtid {
-			t.Errorf("XA a1 delivered as %+v: want XID X'6131',X'',1, the commit's GTID and the prepared part's", got[1])
-		}
-		if got[0].xid != "" {
-			t.Errorf("an ordinary transaction has XID %q", got[0].xid)
-		}
-		gtids := map[string]bool{}
-		for _, g := range got {
-			if g.gtid == "" || gtids[g.gtid] {
-				t.Errorf("transaction %v has GTID %q: empty or delivered before", firstIDs([]xaTxn{g}), g.gtid)
-			}
-			gtids[g.gtid] = true
-		}
+		gtids[g.gtid] = true
 	}
 }
 
