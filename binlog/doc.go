@@ -48,7 +48,9 @@
 // # Transactions and chunks
 //
 // Changes arrive grouped by source transaction, in commit order. A DDL
-// statement is a transaction of its own (one Change with Op OpDDL). A
+// statement is a transaction of its own (one Change with Op OpDDL),
+// except CREATE TABLE ... SELECT, which both servers log in ROW format as
+// one transaction: its OpDDL change first, then the rows it copies. A
 // transaction larger than Config.ChunkBytes arrives as several Txn chunks
 // (Chunk 0, 1, ..., the final one with Last set), so memory stays bounded
 // whatever the transaction's size. Only a Last chunk carries End, the
@@ -88,8 +90,11 @@
 // at its commit, in chunks like any transaction; a commit whose prepared
 // part came before the reader's start (a restart, a position saved
 // between PREPARE and COMMIT) finds it with SHOW BINLOG EVENTS. MySQL's
-// XA COMMIT ... ONE PHASE is delivered at once. ReadFiles stops with an
-// error at an XA transaction that changes selected tables.
+// XA COMMIT ... ONE PHASE is delivered at once. ReadFiles delivers XA
+// transactions the same way, reading the prepared part again from the
+// file given that holds it; it stops with an error at a commit whose XA
+// PREPARE is in none of the files given, and ReadStream (which cannot
+// read its input again) at any XA commit of selected changes.
 //
 // # Changes logged as statements
 //

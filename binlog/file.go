@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 
 	"github.com/go-mysql-org/go-mysql/replication"
 
@@ -43,13 +46,34 @@ func ReadFiles(ctx context.Context, files []string, cfg FileConfig, fn func(*Txn
 		if err != nil {
 			return fmt.Errorf("binlog: %w", err)
 		}
+		fr.paths[filepath.Base(name)] = name
 		err = fr.read(filepath.Base(name), f)
 		f.Close()
 		if err != nil {
 			return err
 		}
 	}
+	fr.pendingXA()
 	return nil
+}
+
+// pendingXA warns of the XA transactions with selected changes that were
+// prepared in the files read and neither committed nor rolled back in
+// them: not delivered, as they were not committed (yet) as far as the
+// files tell.
+func (fr *fileReader) pendingXA() {
+	xids := make([]string, 0, len(fr.r.prepared))
+	for xid, p := range fr.r.prepared {
+		if p.touched {
+			xids = append(xids, xid)
+		}
+	}
+	sort.Strings(xids)
+	for _, xid := range xids {
+		p := fr.r.prepared[xid]
+		fr.r.log().Warn("an XA transaction prepared in the files read is neither committed nor rolled back in them: its changes are not delivered (give the file holding its XA COMMIT too)",
+			"xid", xid, "prepared_at", p.start.File+":"+strconv.FormatUint(uint64(p.start.Offset), 10), "gtid", p.gtid)
+	}
 }
 
 // ReadStream decodes one binlog file's bytes (starting with the 4-byte
@@ -64,6 +88,9 @@ func ReadStream(ctx context.Context, name string, r io.Reader, cfg FileConfig, f
 type fileReader struct {
 	r   *Reader
 	ctx context.Context
+	// paths are the files read so far by base name: an XA transaction's
+	// prepared part is read again from one of them at its commit.
+	paths map[string]string
 }
 
 func newFileReader(ctx context.Context, cfg FileConfig, fn func(*Txn) error) *fileReader {
@@ -72,7 +99,7 @@ func newFileReader(ctx context.Context, cfg FileConfig, fn func(*Txn) error) *fi
 	r := &Reader{cfg: rc, ctx: ctx, flavor: cfg.Flavor, schemas: newSchemaCache(cfg.Schema)}
 	r.schemas.mariaDB = r.flavor == position.MariaDB
 	r.emit = fn
-	return &fileReader{r: r, ctx: ctx}
+	return &fileReader{r: r, ctx: ctx, paths: map[string]string{}}
 }
 
 // skipChecksumForFuzzing lets the fuzz target reach the event decoders
@@ -89,11 +116,84 @@ var binlogMagic = []byte{0xfe, 'b', 'i', 'n'}
 // binlog_encryption=ON (its 512-byte encryption header).
 var encryptedMagic = []byte{0xfd, 'b', 'i', 'n'}
 
-func (fr *fileReader) read(name string, in io.Reader) (err error) {
+func (fr *fileReader) read(name string, in io.Reader) error {
 	r := fr.r
 	r.file = name
 	r.resume = position.Position{File: name, Offset: 4, Flavor: r.flavor}
 	r.asm = assembly{}
+	h := &eventHandler{r: r}
+	err := fr.scan(name, in, 4, func(ev *replication.BinlogEvent) error {
+		if _, ok := ev.Event.(*replication.RotateEvent); ok {
+			return nil // the next file is given by the caller
+		}
+		err := r.handle(ev, h)
+		if errors.Is(err, errXAFetch) {
+			// An XA transaction committed here: read its prepared part
+			// again (fetchPrepared), then go on after the commit.
+			err = fr.fetchPrepared(h)
+			r.file = name
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if r.asm.open {
+		return fmt.Errorf("%w: %s ends inside a transaction that began at %s (the file is truncated, or the transaction continues in a file not given)", ErrCorrupt, name, r.asm.begin)
+	}
+	return nil
+}
+
+// errScanDone ends a scan before the end of its file.
+var errScanDone = errors.New("binlog: scan done")
+
+// fetchPrepared reads the prepared part of the XA transaction r.fetch
+// again, from the file that holds it, and delivers it as the commit's
+// transaction: the events from its first one to its XA_PREPARE event.
+func (fr *fileReader) fetchPrepared(h *eventHandler) error {
+	r := fr.r
+	f := r.fetch
+	if f == nil {
+		return nil
+	}
+	crc := r.crc // the file being read's; the earlier file's FDE sets its own
+	defer func() { r.fetch, r.asm, r.crc = nil, assembly{}, crc }()
+	path, ok := fr.paths[f.from.File]
+	if !ok {
+		return fmt.Errorf("binlog: %s:%d: XA transaction %s committed here changes selected tables, and its prepared part (in %s at %d) cannot be read again from a stream: give the files by name (sluice read FILE...)", f.end.File, f.end.Offset, f.xid, f.from.File, f.from.Offset)
+	}
+	in, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("binlog: reading XA transaction %s's prepared part again: %w", f.xid, err)
+	}
+	defer in.Close()
+	r.file = f.from.File
+	r.asm = assembly{}
+	err = fr.scan(f.from.File, in, int64(f.from.Offset), func(ev *replication.BinlogEvent) error {
+		if _, ok := ev.Event.(*replication.RotateEvent); ok {
+			return nil
+		}
+		err := r.handle(ev, h)
+		if errors.Is(err, errXAFetch) && f.done {
+			return errScanDone
+		}
+		return err
+	})
+	if errors.Is(err, errScanDone) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s: XA transaction %s's prepared part, from offset %d, has no XA_PREPARE event before the end of the file (committed at %s:%d)", ErrCorrupt, f.from.File, f.xid, f.from.Offset, f.end.File, f.end.Offset)
+}
+
+// scan decodes the events of one binlog file (its bytes from the magic on)
+// and calls fn for each, from the event at offset from (the file's header
+// events are always decoded; the events between them and from are skipped
+// unread when in can seek, else read and passed over).
+func (fr *fileReader) scan(name string, in io.Reader, from int64, fn func(*replication.BinlogEvent) error) (err error) {
+	r := fr.r
 	magic := make([]byte, 4)
 	if _, err := io.ReadFull(in, magic); err == nil && bytes.Equal(magic, encryptedMagic) {
 		return fmt.Errorf("%w: %s is an encrypted MySQL binlog (binlog_encryption=ON) and cannot be read without the server's keyring; read it through the server instead (sluice tail or run: the server decrypts what it sends to a replica)", ErrUnsupportedEvent, name)
@@ -105,7 +205,6 @@ func (fr *fileReader) read(name string, in io.Reader) (err error) {
 	p.SetRowsEventDecodeFunc(stashRows)
 	p.SetFlavor(string(r.flavor))
 	p.SetPayloadDecoderConcurrency(1)
-	h := &eventHandler{r: r}
 	var offset int64 = 4 // of the event being read
 	var typ replication.EventType
 	defer func() {
@@ -186,15 +285,20 @@ func (fr *fileReader) read(name string, in io.Reader) (err error) {
 				r.resume.Flavor = r.flavor
 			}
 		}
-		if _, ok := ev.Event.(*replication.RotateEvent); !ok { // the next file is given by the caller
-			if err := r.handle(ev, h); err != nil {
+		if offset >= from || typ == replication.FORMAT_DESCRIPTION_EVENT {
+			if err := fn(ev); err != nil {
 				return err
 			}
 		}
 		offset += int64(size)
-	}
-	if r.asm.open {
-		return fmt.Errorf("%w: %s ends inside a transaction that began at %s (the file is truncated, or the transaction continues in a file not given)", ErrCorrupt, name, r.asm.begin)
+		if offset < from && typ == replication.FORMAT_DESCRIPTION_EVENT {
+			if sk, ok := in.(io.Seeker); ok {
+				if _, err := sk.Seek(from, io.SeekStart); err != nil {
+					return fmt.Errorf("binlog: %s: seeking to offset %d: %w", name, from, err)
+				}
+				offset = from
+			}
+		}
 	}
 	return nil
 }

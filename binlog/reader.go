@@ -1723,7 +1723,14 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 		return err
 	}
 	if r.asm.open && r.asm.hasBegin {
-		return nil // e.g. SAVEPOINT, or a statement logged inside a transaction
+		// A statement logged inside a transaction (SAVEPOINT, ...). DDL
+		// there is CREATE TABLE ... SELECT in ROW format: MariaDB and
+		// MySQL 8+ log the CREATE and its rows as one transaction (MySQL
+		// with GTIDs: "CREATE TABLE ... START TRANSACTION", then the rows,
+		// then the commit). The DDL is delivered in that transaction,
+		// before its rows.
+		r.ddl(hdr, string(e.Schema), q, st)
+		return nil
 	}
 	if !r.asm.open {
 		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
@@ -1830,13 +1837,14 @@ func CheckOnStatementChange(v string) error {
 
 // statementChange stops the stream (or, with OnStatementChange "skip",
 // warns) at a DML statement on a selected table that the server logged as
-// a statement: its rows are not in the binlog and would be lost without a
-// word. A DML statement the grammar cannot read counts as touching a
+// a statement, or a CREATE TABLE ... SELECT of a selected table logged so:
+// its rows are not in the binlog and would be lost without a word. (With
+// skip, the CREATE is still delivered as DDL.) A DML statement the grammar cannot read counts as touching a
 // selected table when its default database is selected, or it has none,
 // or it names a selected database (the rule DDL is matched by).
 func (r *Reader) statementChange(hdr *replication.EventHeader, db, q string, st sqlstmt.Statement) error {
-	if st.Kind != sqlstmt.DML {
-		return nil
+	if st.Kind != sqlstmt.DML && !st.CopiesRows {
+		return nil // CREATE TABLE ... SELECT logged as a statement: its rows are not in the binlog either
 	}
 	var hit []string
 	if st.Parsed {

@@ -181,7 +181,7 @@ func (r *Reader) xaOutcome(hdr *replication.EventHeader, verb, xid string, h *ev
 		// Prepared before this reader's start (a restart, or a position
 		// saved between PREPARE and COMMIT): find it in the binlog.
 		if r.emit != nil {
-			return fmt.Errorf("binlog: %s:%d: XA COMMIT %s of a transaction prepared in an earlier part of the binlog: reading files cannot fetch it (read from the server with sluice tail, or give the files from the one holding its XA PREPARE)", r.file, hdr.LogPos-hdr.EventSize, xid)
+			return fmt.Errorf("binlog: %s:%d: XA COMMIT %s of a transaction prepared before the files given (its XA PREPARE is in none of them), so its changes cannot be read: give the files from the one holding its XA PREPARE on, or read from the server (sluice tail), which finds it", r.file, hdr.LogPos-hdr.EventSize, xid)
 		}
 		start, err := r.locatePrepared(xid, position.Position{File: r.file, Offset: hdr.LogPos - hdr.EventSize})
 		if err != nil {
@@ -194,10 +194,9 @@ func (r *Reader) xaOutcome(hdr *replication.EventHeader, verb, xid string, h *ev
 
 // startFetch ends the stream to re-read the prepared part at from as the
 // transaction that ends at end (the current one, whose GTID it takes).
+// Reading files, the file reader reads the part again from its file
+// (fileReader.fetchPrepared).
 func (r *Reader) startFetch(xid string, from position.Position, prepare string, end position.Position) error {
-	if r.emit != nil {
-		return fmt.Errorf("binlog: %s:%d: XA transaction %s committed here changes selected tables, and reading files cannot deliver XA transactions yet: read it from the server (sluice tail, sluice run)", end.File, end.Offset, xid)
-	}
 	gset := r.gset.Clone()
 	if r.asm.gtid != "" {
 		if gset.Set == nil {

@@ -1,7 +1,13 @@
 package binlog_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +15,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -77,45 +84,12 @@ func firstIDs(ts []xaTxn) [][]int64 {
 func TestXATransactions(t *testing.T) {
 	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
 		db := startServer(t, f, testenv.Options{})
-		exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))", "CREATE TABLE shop.u (id INT PRIMARY KEY)")
-		start := binlogEnd(t, db)
+		start, want := xaWorkload(t, db)
 		tables, _ := binlog.ParseFilter("shop.t")
-		prepare := func(xid string, stmts ...string) {
-			all := append([]string{"XA START '" + xid + "'"}, stmts...)
-			exec(t, db, append(all, "XA END '"+xid+"'", "XA PREPARE '"+xid+"'")...)
-		}
-		prepare("a1", "INSERT INTO shop.t VALUES (1, 'a1')", "INSERT INTO shop.t VALUES (2, 'a1')")
-		exec(t, db, "INSERT INTO shop.t VALUES (10, 'between')")
-		prepare("a2", "INSERT INTO shop.t VALUES (20, 'rolled back')")
-		prepare("a3", "INSERT INTO shop.u VALUES (1)") // no selected table
-		xaFinish(t, db, "XA COMMIT 'a1'")              // another connection
-		xaFinish(t, db, "XA ROLLBACK 'a2'")
-		xaFinish(t, db, "XA COMMIT 'a3'")
-		exec(t, db, "XA START 'a4'", "INSERT INTO shop.t VALUES (30, 'one phase')", "XA END 'a4'", "XA COMMIT 'a4' ONE PHASE")
-		setup, from := seqRows(db, 3000)
-		exec(t, db, append(setup, "XA START 'big'", "INSERT INTO shop.t SELECT seq + 1000, REPEAT('x', 30) FROM "+from, "XA END 'big'", "XA PREPARE 'big'")...)
-		prepare("b1", "INSERT INTO shop.t VALUES (50, 'across a restart')")
-		exec(t, db, "INSERT INTO shop.t VALUES (40, 'between')")
-		if err := db.Restart(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		exec(t, db, "XA COMMIT 'b1'")
-		exec(t, db, "XA COMMIT 'big'")
-		exec(t, db, "INSERT INTO shop.t VALUES (99, 'last')")
-
-		want := [][]int64{{10}, {1, 2}, {30}, {40}, {50}, {1001, 4000, 3000}, {99}}
 		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.Tables = tables; c.ChunkBytes = 16 << 10 })
 		got := collectXA(t, r, 99)
 		r.Close()
-		if !slices.EqualFunc(firstIDs(got), want, slices.Equal[[]int64]) {
-			t.Fatalf("delivered %v; want %v", firstIDs(got), want)
-		}
-		if got[1].xid != "X'6131',X'',1" || got[1].gtid == "" || got[1].prepared == "" || got[1].prepared == got[1].gtid {
-			t.Errorf("XA a1 delivered as %+v: want XID X'6131',X'',1, the commit's GTID and the prepared part's", got[1])
-		}
-		if got[0].xid != "" {
-			t.Errorf("an ordinary transaction has XID %q", got[0].xid)
-		}
+		checkXAWorkload(t, got, want)
 		if !serverGTIDs(t, db).Contains(mustGTIDs(t, f, got[len(got)-1].end.GTIDs)) {
 			t.Errorf("the last End %s is not within the server's GTID state", got[len(got)-1].end)
 		}
@@ -135,6 +109,61 @@ func TestXATransactions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// xaWorkload writes the XA transactions of the XA tests into shop.t (and
+// shop.u, not selected), across a server restart (so across binlog
+// files), and returns the position before them and the ids of the
+// transactions to deliver, in order (see firstIDs).
+func xaWorkload(t *testing.T, db *testenv.Server) (position.Position, [][]int64) {
+	t.Helper()
+	exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v VARCHAR(40))", "CREATE TABLE shop.u (id INT PRIMARY KEY)")
+	start := binlogEnd(t, db)
+	prepare := func(xid string, stmts ...string) {
+		all := append([]string{"XA START '" + xid + "'"}, stmts...)
+		exec(t, db, append(all, "XA END '"+xid+"'", "XA PREPARE '"+xid+"'")...)
+	}
+	prepare("a1", "INSERT INTO shop.t VALUES (1, 'a1')", "INSERT INTO shop.t VALUES (2, 'a1')")
+	exec(t, db, "INSERT INTO shop.t VALUES (10, 'between')")
+	prepare("a2", "INSERT INTO shop.t VALUES (20, 'rolled back')")
+	prepare("a3", "INSERT INTO shop.u VALUES (1)") // no selected table
+	xaFinish(t, db, "XA COMMIT 'a1'")              // another connection
+	xaFinish(t, db, "XA ROLLBACK 'a2'")
+	xaFinish(t, db, "XA COMMIT 'a3'")
+	exec(t, db, "XA START 'a4'", "INSERT INTO shop.t VALUES (30, 'one phase')", "XA END 'a4'", "XA COMMIT 'a4' ONE PHASE")
+	setup, from := seqRows(db, 3000)
+	exec(t, db, append(setup, "XA START 'big'", "INSERT INTO shop.t SELECT seq + 1000, REPEAT('x', 30) FROM "+from, "XA END 'big'", "XA PREPARE 'big'")...)
+	prepare("b1", "INSERT INTO shop.t VALUES (50, 'across a restart')")
+	exec(t, db, "INSERT INTO shop.t VALUES (40, 'between')")
+	if err := db.Restart(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	exec(t, db, "XA COMMIT 'b1'")
+	exec(t, db, "XA COMMIT 'big'")
+	exec(t, db, "INSERT INTO shop.t VALUES (99, 'last')")
+
+	return start, [][]int64{{10}, {1, 2}, {30}, {40}, {50}, {1001, 4000, 3000}, {99}}
+}
+
+// checkXAWorkload checks what a reader delivered of xaWorkload.
+func checkXAWorkload(t *testing.T, got []xaTxn, want [][]int64) {
+	t.Helper()
+	if !slices.EqualFunc(firstIDs(got), want, slices.Equal[[]int64]) {
+		t.Fatalf("delivered %v; want %v", firstIDs(got), want)
+	}
+	if got[1].xid != "X'6131',X'',1" || got[1].gtid == "" || got[1].prepared == "" || got[1].prepared == got[1].gtid {
+		t.Errorf("XA a1 delivered as %+v: want XID X'6131',X'',1, the commit's GTID and the prepared part's", got[1])
+	}
+	if got[0].xid != "" {
+		t.Errorf("an ordinary transaction has XID %q", got[0].xid)
+	}
+	gtids := map[string]bool{}
+	for _, g := range got {
+		if g.gtid == "" || gtids[g.gtid] {
+			t.Errorf("transaction %v has GTID %q: empty or delivered before", firstIDs([]xaTxn{g}), g.gtid)
+		}
+		gtids[g.gtid] = true
+	}
 }
 
 func mustGTIDs(t *testing.T, f position.Flavor, s string) position.GTIDSet {
@@ -215,15 +244,109 @@ func TestXAFetchReconnect(t *testing.T) {
 // a few seconds.
 func xaFinish(t *testing.T, db *testenv.Server, stmt string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := db.Exec(context.Background(), stmt)
-		if err == nil {
-			return
+	c, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := workload.XAFinish(context.Background(), c, stmt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestXAReadFiles: reading binlog files from disk (sluice read), a
+// committed XA transaction is delivered once, at its commit, with its
+// XID and the commit's GTID, its prepared part read again from the file
+// that holds it (an earlier file too: prepared before a restart,
+// committed after); rolled back ones never; a large one in chunks.
+// Without the file of its XA PREPARE, or from a stream that cannot be
+// read again, the XA COMMIT stops the read with an error in words.
+func TestXAReadFiles(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		start, want := xaWorkload(t, db)
+		tables, _ := binlog.ParseFilter("shop.t")
+		var files []string
+		for _, p := range binlogFiles(t, db) {
+			if filepath.Base(p) >= start.File {
+				files = append(files, p)
+			}
 		}
-		if !strings.Contains(err.Error(), "1397") || time.Now().After(deadline) {
+		if len(files) < 2 {
+			t.Fatalf("the workload's restart should start a new binlog file: %v", files)
+		}
+		read := func(files []string) ([]xaTxn, error) {
+			var out []xaTxn
+			var cur *xaTxn
+			err := binlog.ReadFiles(context.Background(), files, binlog.FileConfig{Tables: tables, ChunkBytes: 16 << 10}, func(txn *binlog.Txn) error {
+				if cur == nil {
+					cur = &xaTxn{gtid: txn.GTID, xid: txn.XID, prepared: txn.PrepareGTID}
+				}
+				if txn.XID != cur.xid || txn.GTID != cur.gtid {
+					return fmt.Errorf("chunk %d of %s has XID %q GTID %s", txn.Chunk, cur.gtid, txn.XID, txn.GTID)
+				}
+				for _, ch := range txn.Changes {
+					if ch.Op == binlog.OpInsert {
+						cur.ids = append(cur.ids, ch.After[0].Int())
+					}
+				}
+				if txn.Last {
+					cur.end = txn.End
+					if len(cur.ids) > 0 {
+						out = append(out, *cur)
+					}
+					cur = nil
+				}
+				return nil
+			})
+			return out, err
+		}
+		got, err := read(files)
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		checkXAWorkload(t, got, want)
+		// The live reader delivers the same transactions, GTIDs and XIDs.
+		r := newReader(t, db, func(c *binlog.Config) { c.Start = start; c.Tables = tables })
+		live := collectXA(t, r, 99)
+		r.Close()
+		if len(live) != len(got) {
+			t.Fatalf("files: %d transactions, the server: %d", len(got), len(live))
+		}
+		for i := range got {
+			if got[i].gtid != live[i].gtid || got[i].xid != live[i].xid || got[i].prepared != live[i].prepared {
+				t.Errorf("transaction %d: files GTID %s XID %q prepared %s; server GTID %s XID %q prepared %s",
+					i, got[i].gtid, got[i].xid, got[i].prepared, live[i].gtid, live[i].xid, live[i].prepared)
+			}
+		}
+
+		// The file before the restart alone: b1 and big are prepared,
+		// not committed, in it: not delivered, and said so.
+		var logs bytes.Buffer
+		err = binlog.ReadFiles(context.Background(), files[:1], binlog.FileConfig{Tables: tables, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, func(*binlog.Txn) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(logs.String(), "neither committed nor rolled back"); n != 2 || !strings.Contains(logs.String(), `xid=X'6231',X'',1`) || !strings.Contains(logs.String(), `xid=X'626967',X'',1`) {
+			t.Errorf("reading the file before the restart: %d warnings of prepared transactions (want b1 and big):\n%s", n, logs.String())
+		}
+		// The file after the restart alone: b1 and big were prepared
+		// before it.
+		_, err = read(files[1:])
+		if err == nil || !strings.Contains(err.Error(), "prepared before the files given") || !strings.Contains(err.Error(), "XA COMMIT") {
+			t.Errorf("reading without the file of the XA PREPARE: %v", err)
+		}
+		noGoText(t, err)
+		// A stream cannot be read again.
+		in, err := os.Open(files[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		err = binlog.ReadStream(context.Background(), filepath.Base(files[0]), bufio.NewReader(in), binlog.FileConfig{Tables: tables}, func(*binlog.Txn) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "cannot be read again from a stream") {
+			t.Errorf("an XA transaction in a stream: %v", err)
+		}
+		noGoText(t, err)
+	})
 }

@@ -51,6 +51,7 @@ type SourceInfo struct {
 	Table     string `json:"table"` // "" when null (a DDL with no table)
 	ServerID  uint32 `json:"server_id"`
 	GTID      string `json:"gtid"` // "" when null
+	XID       string `json:"xid"`  // an XA transaction's XID; "" for others (no member)
 	File      string `json:"file"`
 	Pos       uint32 `json:"pos"`
 	Row       int    `json:"row"`

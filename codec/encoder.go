@@ -254,27 +254,28 @@ func (e *Encoder) appendSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, s
 	var (
 		commitMs int64
 		gtid     string
+		xid      string
 		serverID = e.src.ServerID
 	)
 	if txn != nil {
 		if !txn.CommitTime.IsZero() {
 			commitMs = txn.CommitTime.UnixMilli()
 		}
-		gtid = txn.GTID
+		gtid, xid = txn.GTID, txn.XID
 		if txn.ServerID != 0 {
 			serverID = txn.ServerID
 		}
 	}
 	// Rows of one event (or one snapshot chunk) share everything in source
 	// but "row": keep the bytes up to it and reuse them.
-	key := sourceKey{commitMs: commitMs, gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
+	key := sourceKey{commitMs: commitMs, gtid: gtid, xid: xid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
 	if e.cache.valid && e.cache.key == key {
 		dst = append(dst, e.cache.bytes...)
 		dst = strconv.AppendInt(dst, int64(ch.Row), 10)
 		return append(dst, '}')
 	}
 	start := len(dst)
-	dst = e.appendSourceHead(dst, ch, commitMs, gtid, serverID, snap)
+	dst = e.appendSourceHead(dst, ch, commitMs, gtid, xid, serverID, snap)
 	e.cache.key, e.cache.valid = key, true
 	e.cache.bytes = append(e.cache.bytes[:0], dst[start:]...)
 	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
@@ -285,6 +286,7 @@ func (e *Encoder) appendSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, s
 type sourceKey struct {
 	commitMs int64
 	gtid     string
+	xid      string
 	serverID uint32
 	table    *binlog.Table
 	schema   string
@@ -294,7 +296,9 @@ type sourceKey struct {
 }
 
 // appendSourceHead writes the source block up to and including `"row":`.
-func (e *Encoder) appendSourceHead(dst []byte, ch *binlog.Change, commitMs int64, gtid string, serverID uint32, snap Snapshot) []byte {
+// An XA transaction's XID comes after its GTID; other transactions have
+// no "xid" member.
+func (e *Encoder) appendSourceHead(dst []byte, ch *binlog.Change, commitMs int64, gtid, xid string, serverID uint32, snap Snapshot) []byte {
 	dst = append(dst, e.prefix...)
 	dst = strconv.AppendInt(dst, commitMs, 10)
 	dst = append(dst, `,"snapshot":`...)
@@ -318,6 +322,10 @@ func (e *Encoder) appendSourceHead(dst []byte, ch *binlog.Change, commitMs int64
 		dst = appendQuoted(dst, gtid)
 	} else {
 		dst = append(dst, "null"...)
+	}
+	if xid != "" {
+		dst = append(dst, `,"xid":`...)
+		dst = appendQuoted(dst, xid)
 	}
 	dst = append(dst, `,"file":`...)
 	dst = appendQuoted(dst, ch.File)

@@ -73,6 +73,14 @@ func TestAppendChange(t *testing.T) {
 				`"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:23","file":"mysql-bin.000003","pos":4711,"row":2},"op":"c","ts_ms":1714979289123}`,
 		},
 		{
+			name: "XA transaction: the XID after the GTID",
+			txn:  &binlog.Txn{GTID: "0-1-42", ServerID: 1, CommitTime: time.UnixMicro(1714979288999999), XID: "X'6131',X'',1", PrepareGTID: "0-1-40", Last: true},
+			ch:   binlog.Change{Op: binlog.OpInsert, Table: itemsTable, After: itemRow(1, "x", "1.00", 0), File: "f.1", Pos: 4},
+			want: `{"before":null,"after":{"id":1,"name":"x","price":"1.00","we\"ird\tname":0},` + srcHead +
+				`"ts_ms":1714979288999,"snapshot":"false","db":"shop","table":"items","server_id":1,` +
+				`"gtid":"0-1-42","xid":"X'6131',X'',1","file":"f.1","pos":4,"row":0},"op":"c","ts_ms":1714979289123}`,
+		},
+		{
 			name: "update with NULL",
 			txn:  testTxn,
 			ch:   binlog.Change{Op: binlog.OpUpdate, Table: itemsTable, Before: itemRow(1, "a", "1.00", 0), After: itemRow(1, "", "1.00", 0), File: "f.1", Pos: 4},
@@ -156,6 +164,9 @@ func TestAppendChange(t *testing.T) {
 			ev, err := DecodeLine(got)
 			if err != nil {
 				t.Fatalf("DecodeLine: %v", err)
+			}
+			if tc.txn != nil && ev.Source.XID != tc.txn.XID {
+				t.Errorf("decoded XID %q, want %q", ev.Source.XID, tc.txn.XID)
 			}
 			if ev.IsDDL() != (tc.ch.Op == binlog.OpDDL) {
 				t.Errorf("IsDDL = %v", ev.IsDDL())

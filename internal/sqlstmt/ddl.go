@@ -93,11 +93,48 @@ func parseDDL(q, db string, st Statement) Statement {
 			}
 			if len(tables) > 0 {
 				st.Tables, st.Parsed = tables, true
+				if ct, ok := s.(*sqlparser.CreateTable); ok && ct.Select != nil {
+					st.CopiesRows = true
+				}
 				return st
 			}
 		}
 	}
-	return ddlHead(q, db, st)
+	st = ddlHead(q, db, st)
+	st.CopiesRows = len(st.Tables) == 1 && createTableSelects(q)
+	return st
+}
+
+// createTableSelects reports whether q, a CREATE TABLE the grammar could
+// not read whole (MariaDB's forms, "CREATE TABLE t (PRIMARY KEY (id))
+// SELECT ..."), copies rows from a SELECT: the SELECT keyword appears
+// nowhere else in a table definition (a column named so is quoted;
+// strings and comments are tokens of their own).
+func createTableSelects(q string) bool {
+	tk := parser.NewStringTokenizer(q)
+	create, table := false, false
+	for n := -1; ; {
+		typ, val := tk.Scan()
+		if typ == 0 || typ == sqlparser.LEX_ERROR {
+			return false
+		}
+		if typ == sqlparser.COMMENT {
+			continue
+		}
+		n++
+		up := strings.ToUpper(val)
+		switch {
+		case n == 0:
+			create = up == "CREATE"
+		case !table:
+			table = up == "TABLE"
+			if !table && up != "OR" && up != "REPLACE" && up != "TEMPORARY" {
+				return false
+			}
+		case typ == sqlparser.SELECT:
+			return create
+		}
+	}
 }
 
 func fullyParsed(stmt sqlparser.Statement) bool {

@@ -96,6 +96,11 @@ type Statement struct {
 	// Database is set for CREATE/ALTER/DROP DATABASE (or SCHEMA): every
 	// table of Databases[0] may have changed.
 	Database bool
+	// CopiesRows is set for CREATE TABLE ... SELECT: logged as this
+	// statement (a session with binlog_format STATEMENT or MIXED), the
+	// rows it copies into Tables[0] are not in the binlog. (In ROW format
+	// the server logs the CREATE without its SELECT, then the rows.)
+	CopiesRows bool
 	// Parsed is false when the statement could not be read: Kind comes
 	// from the first keyword and Tables and Databases are empty. Account
 	// statements are never parsed.

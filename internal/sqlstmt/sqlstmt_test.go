@@ -276,3 +276,31 @@ func BenchmarkPreview(b *testing.B) {
 		Preview(benchStmts[i%len(benchStmts)], 80)
 	}
 }
+
+// TestCopiesRows: CREATE TABLE ... SELECT as a session with
+// binlog_format STATEMENT or MIXED logs it (rows not in the binlog), and
+// the forms that copy nothing.
+func TestCopiesRows(t *testing.T) {
+	for _, tc := range []struct {
+		q    string
+		want bool
+	}{
+		{"CREATE TABLE t2 SELECT * FROM t1", true},
+		{"CREATE TABLE shop.c2 (PRIMARY KEY (id)) SELECT * FROM shop.t", true},
+		{"CREATE TABLE IF NOT EXISTS c AS SELECT id, v FROM t WHERE id > 3", true},
+		{"CREATE TABLE `shop`.`c1` (\n  `id` int NOT NULL,\n  `v` varchar(40) DEFAULT NULL\n) START TRANSACTION", false}, // MySQL's ROW-format CTAS
+		{"CREATE TABLE `shop`.`c1` (\n  `id` int(11) NOT NULL\n)", false},                                                // MariaDB's
+		{"CREATE TABLE t (id INT PRIMARY KEY)", false},
+		{"CREATE TABLE t LIKE u", false},
+		{"/* app */ CREATE TABLE t (PRIMARY KEY (id)) SELECT 1 AS id", true},
+		{"CREATE OR REPLACE TABLE t ENGINE=Aria TRANSACTIONAL=1 SELECT * FROM u", true}, // MariaDB
+		{"CREATE TABLE t (`select` INT) ENGINE=Aria TRANSACTIONAL=1", false},
+		{"CREATE TABLE t (id INT, c VARCHAR(10) DEFAULT 'select') ENGINE=Aria TRANSACTIONAL=1", false},
+		{"CREATE VIEW v AS SELECT * FROM t", false},
+		{"ALTER TABLE t ADD COLUMN c INT", false},
+	} {
+		if st := Parse(tc.q, "d"); st.CopiesRows != tc.want {
+			t.Errorf("%q: CopiesRows %v, want %v (%+v)", tc.q, st.CopiesRows, tc.want, st)
+		}
+	}
+}
