@@ -265,7 +265,7 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 		if err != nil {
 			return 0, fmt.Errorf("sink %s: %s at byte %d: %w", s.name, path, off, err)
 		}
-		rec.Observe(meta.Seq, meta.Source, meta.End)
+		rec.Observe(meta.Seq, meta.Source, meta.End, pipeline.SnapshotRow(line[:len(line)-1]))
 		off += int64(len(line))
 	}
 }
