@@ -252,6 +252,9 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 				if err := f.Truncate(off); err != nil {
 					return 0, err
 				}
+				if s.cfg.NoSync {
+					return off, nil
+				}
 				if err := f.Sync(); err != nil {
 					return 0, err
 				}
