@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -398,4 +399,184 @@ func countRows(evs []*codec.Event, base int64) (big, small int, err error) {
 		}
 	}
 	return len(seenBig), len(seenSmall), nil
+}
+
+// TestManySourcesOldCheckpointOpens: a checkpoint of an older sluice that
+// recorded an open transaction (opens), with a Redis high-water hash of
+// that sluice (no open:<source> counts): the run that stopped had written
+// a batch ending inside a transaction. The restart reads the recorded
+// transaction and sends the Redis sink only the rest of it.
+func TestManySourcesOldCheckpointOpens(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		shards := startShards(t, 2, func(int) position.Flavor { return f })
+		r := testenv.StartRedis(t)
+		rc := goredis.NewClient(&goredis.Options{Addr: r.Addr(), Protocol: 2, DisableIdentity: true})
+		defer rc.Close()
+		oldCheckpointOpens(t, shards, r.Addr(), rc)
+	})
+}
+
+func oldCheckpointOpens(t *testing.T, shards []*shard, addr string, rc *goredis.Client) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	var srcs []pipeline.SourceConfig
+	for _, s := range shards {
+		src, err := binlog.ParseSourceURL(s.db.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
+			t.Fatal(err)
+		}
+		src.StartAt = binlog.StartCurrent
+		srcs = append(srcs, pipeline.SourceConfig{Name: s.name, Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"}})
+	}
+	log := slog.New(slog.DiscardHandler)
+	newRedis := func() pipeline.Sink {
+		s, err := redis.New(redis.Config{Name: "x", Addr: addr, KeyPrefix: "old:"}, "old", log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	newFile := func() pipeline.Sink {
+		s, err := file.New("a", file.Config{Path: filepath.Join(dir, "a", "out.jsonl")}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// The batch to stop at ends inside a transaction of shard1 that begins
+	// in it: the older sluice recorded that transaction before writing.
+	var open checkpoint.Open
+	x := &cutSink{Sink: newRedis(), cut: func(ms []pipeline.Message) int {
+		last := len(ms) - 1
+		if last < 0 || ms[last].Source != "shard1" || ms[last].End != nil {
+			return 0
+		}
+		for i := last - 1; i >= 0; i-- {
+			if ms[i].Source == "shard1" && ms[i].End != nil {
+				if last-i < 2 {
+					return 0
+				}
+				j := i + 1
+				for ms[j].Source != "shard1" {
+					j++ // another source's transaction between the two
+				}
+				open = checkpoint.Open{Source: "shard1", Begin: *ms[i].End, FirstSeq: ms[j].Seq}
+				return len(ms)
+			}
+		}
+		return 0
+	}}
+	store := &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}
+	cfg := pipeline.Config{
+		Name:            "old",
+		Sources:         srcs,
+		Sinks:           []pipeline.Sink{newFile(), x},
+		Store:           store,
+		CheckpointEvery: 50 * time.Millisecond,
+		BatchBytes:      16 << 10,
+		RetryMin:        10 * time.Millisecond,
+	}
+	run := func() (chan error, context.CancelFunc) {
+		p, err := pipeline.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(rctx) }()
+		(&running{p: p, done: done}).waitStreaming(t)
+		return done, cancel
+	}
+	done, cancel := run()
+	x.stop = cancel
+	const rows, base = 200, 9_000_000
+	from, fill := shards[0].db.SeqFrom(1, rows)
+	txns := 0
+	for !x.done.Load() && txns < 100 {
+		txns++
+		if err := shards[0].db.Exec(ctx, append(fill, "USE app", fmt.Sprintf("INSERT INTO app.big SELECT %d + %d * 1000 + seq, REPEAT('x', 40) FROM ", base, txns)+from)...); err != nil {
+			t.Fatal(err)
+		}
+		if err := shards[1].db.Exec(ctx, "INSERT INTO app.t (v) VALUES (7)"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the pipeline did not stop")
+	}
+	cancel()
+	if !x.done.Load() {
+		t.Fatalf("no batch ended inside a transaction in %d transactions", txns)
+	}
+	cfg.Sinks[0].Close()
+	x.Close()
+	// Make it the state of the older sluice: the open transaction in the
+	// checkpoint, no counts in the high-water hash.
+	cp, err := store.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp.Opens = append(cp.Opens, open)
+	if _, err := store.Save(ctx, cp, cp.Version); err != nil {
+		t.Fatal(err)
+	}
+	hw := redis.HighWaterKey("old:", "old")
+	fields, err := rc.HKeys(ctx, hw).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fields {
+		if f == "counted" || strings.HasPrefix(f, "open:") {
+			if err := rc.HDel(ctx, hw, f).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("stopped after %d transactions; recorded open %+v", txns, open)
+	x.Sink, x.cut = newRedis(), nil
+	defer x.Close()
+	cfg.Sinks = []pipeline.Sink{newFile(), x}
+	defer cfg.Sinks[0].Close()
+	done, cancel = run()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var evs []*codec.Event
+		keys, err := rc.Keys(ctx, "old:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if k == hw {
+				continue
+			}
+			xs, err := rc.XRange(ctx, k, "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range xs {
+				evs = append(evs, decode(t, x.Values[redis.FieldValue].(string)))
+			}
+		}
+		big, small, err := countRows(evs, base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if big == txns*rows && small == txns {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d big rows and %d small after the restart, want %d and %d", big, small, txns*rows, txns)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
