@@ -267,7 +267,10 @@ func manySourcesCutInsideBatch(t *testing.T, shards []*shard, kind sinkKind, tag
 		if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
 			t.Fatal(err)
 		}
-		src.StartAt = binlog.StartCurrent
+		// From the start of the binlog: a restart before the first
+		// checkpoint that holds a source's position starts it there again
+		// (the rows of earlier subtests are told apart by base).
+		src.StartAt = binlog.StartEarliest
 		srcs = append(srcs, pipeline.SourceConfig{Name: s.name, Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"}})
 	}
 	plain, err := file.New("a", file.Config{Path: filepath.Join(dir, "a", "out.jsonl")}, nil)
@@ -290,29 +293,35 @@ func manySourcesCutInsideBatch(t *testing.T, shards []*shard, kind sinkKind, tag
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithCancel(ctx)
+		x.stop = cancel // before the run: its writer reads it
 		done := make(chan error, 1)
 		go func() { done <- p.Run(rctx) }()
 		(&running{p: p, done: done}).waitStreaming(t)
 		return done, cancel
 	}
 	done, cancel := run()
-	x.stop = cancel
 	// Transactions of 12 rows on shard1 (about 3 KiB), a row on shard2,
 	// several to a batch, until the cut has come.
 	const rows = 12
 	from, fill := shards[0].db.SeqFrom(1, rows)
 	txns := 0
-	for !x.done.Load() && txns < 400 {
+	until := time.Now().Add(60 * time.Second)
+	for !x.done.Load() && time.Now().Before(until) {
 		txns++
 		if err := shards[0].db.Exec(ctx, append(fill, "USE app", fmt.Sprintf("INSERT INTO app.big SELECT %d + %d * 100 + seq, REPEAT('x', 40) FROM ", base, txns)+from)...); err != nil {
 			t.Fatal(err)
 		}
-		if err := shards[1].db.Exec(ctx, "INSERT INTO app.t (v) VALUES (7)"); err != nil {
+		if err := shards[1].db.Exec(ctx, fmt.Sprintf("INSERT INTO app.t (v) VALUES (%d)", base/1_000_000)); err != nil {
 			t.Fatal(err)
 		}
 		if txns%8 == 0 {
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+	if !x.done.Load() {
+		cancel()
+		<-done
+		t.Fatalf("no batch had a transaction to cut in %d transactions", txns)
 	}
 	select {
 	case <-done:
@@ -320,9 +329,6 @@ func manySourcesCutInsideBatch(t *testing.T, shards []*shard, kind sinkKind, tag
 		t.Fatal("the pipeline did not stop after the cut")
 	}
 	cancel()
-	if !x.done.Load() {
-		t.Fatalf("no batch had a transaction to cut in %d transactions", txns)
-	}
 	t.Logf("cut with %d transactions written, %d messages of the cut transaction in the sink", txns, x.held.Load())
 	if err := x.Close(); err != nil {
 		t.Logf("closing the cut sink: %v", err)
@@ -369,9 +375,8 @@ func manySourcesCutInsideBatch(t *testing.T, shards []*shard, kind sinkKind, tag
 	check(kind.name+" (cut)", func() []*codec.Event { return kind.read(t, tag) })
 }
 
-// countRows counts the rows of app.big (ids from base on) and app.t
-// (v = 7) in evs, failing on an app.big row seen twice; app.t rows are
-// told apart by id.
+// countRows counts the rows of app.big (ids from base to base+999999)
+// and app.t (v = base/1000000) in evs, failing on a row seen twice.
 func countRows(evs []*codec.Event, base int64) (big, small int, err error) {
 	seenBig, seenSmall := map[int64]bool{}, map[int64]bool{}
 	for _, ev := range evs {
@@ -381,7 +386,7 @@ func countRows(evs []*codec.Event, base int64) (big, small int, err error) {
 		id, _ := strconv.ParseInt(string(ev.After["id"]), 10, 64)
 		switch ev.Source.Table {
 		case "big":
-			if id < base {
+			if id < base || id >= base+1_000_000 {
 				continue
 			}
 			if seenBig[id] {
@@ -389,7 +394,7 @@ func countRows(evs []*codec.Event, base int64) (big, small int, err error) {
 			}
 			seenBig[id] = true
 		case "t":
-			if string(ev.After["v"]) != "7" {
+			if string(ev.After["v"]) != strconv.FormatInt(base/1_000_000, 10) {
 				continue
 			}
 			if seenSmall[id] {
@@ -428,7 +433,10 @@ func oldCheckpointOpens(t *testing.T, shards []*shard, addr string, rc *goredis.
 		if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
 			t.Fatal(err)
 		}
-		src.StartAt = binlog.StartCurrent
+		// From the start of the binlog: a restart before the first
+		// checkpoint that holds a source's position starts it there again
+		// (the rows of earlier subtests are told apart by base).
+		src.StartAt = binlog.StartEarliest
 		srcs = append(srcs, pipeline.SourceConfig{Name: s.name, Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"}})
 	}
 	log := slog.New(slog.DiscardHandler)
@@ -485,25 +493,33 @@ func oldCheckpointOpens(t *testing.T, shards []*shard, addr string, rc *goredis.
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithCancel(ctx)
+		x.stop = cancel // before the run: its writer reads it
 		done := make(chan error, 1)
 		go func() { done <- p.Run(rctx) }()
 		(&running{p: p, done: done}).waitStreaming(t)
 		return done, cancel
 	}
 	done, cancel := run()
-	x.stop = cancel
 	const rows, base = 200, 9_000_000
 	from, fill := shards[0].db.SeqFrom(1, rows)
 	txns := 0
-	for !x.done.Load() && txns < 100 {
+	until := time.Now().Add(60 * time.Second)
+	for !x.done.Load() && time.Now().Before(until) {
 		txns++
 		if err := shards[0].db.Exec(ctx, append(fill, "USE app", fmt.Sprintf("INSERT INTO app.big SELECT %d + %d * 1000 + seq, REPEAT('x', 40) FROM ", base, txns)+from)...); err != nil {
 			t.Fatal(err)
 		}
-		if err := shards[1].db.Exec(ctx, "INSERT INTO app.t (v) VALUES (7)"); err != nil {
+		if err := shards[1].db.Exec(ctx, fmt.Sprintf("INSERT INTO app.t (v) VALUES (%d)", base/1_000_000)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if txns%8 == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if !x.done.Load() {
+		cancel()
+		<-done
+		t.Fatalf("no batch ended inside a transaction in %d transactions", txns)
 	}
 	select {
 	case <-done:
@@ -511,9 +527,6 @@ func oldCheckpointOpens(t *testing.T, shards []*shard, addr string, rc *goredis.
 		t.Fatal("the pipeline did not stop")
 	}
 	cancel()
-	if !x.done.Load() {
-		t.Fatalf("no batch ended inside a transaction in %d transactions", txns)
-	}
 	cfg.Sinks[0].Close()
 	x.Close()
 	// Make it the state of the older sluice: the open transaction in the
