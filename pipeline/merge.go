@@ -528,11 +528,10 @@ func (m *merger) emit(ctx context.Context, in *input, it item) error {
 		} else {
 			m.locked = in.idx
 		}
-		// A pin is done with the last chunk of its transaction; or when the
-		// source sends a heartbeat without it (it had sent everything
-		// before: the transaction no longer has messages, its tables left
-		// the config, say), so an idle source cannot hold the others.
-		for len(m.pins) > 0 && m.pins[0].src == in.idx && (t.Last && m.pins[0].first(t) || t.Heartbeat) {
+		// A pin is done with the last chunk of its transaction. (Not with a
+		// heartbeat: MySQL sends them while it skips what a replica's GTID
+		// set already holds, before the transaction comes again.)
+		for len(m.pins) > 0 && m.pins[0].src == in.idx && t.Last && m.pins[0].first(t) {
 			m.pins = m.pins[1:]
 		}
 	}
