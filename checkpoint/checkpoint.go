@@ -45,12 +45,13 @@ type Checkpoint struct {
 	// Snapshots holds, per source of a pipeline with several sources (and
 	// for every source of `sluice run`), that source's unfinished snapshot.
 	Snapshots map[string]json.RawMessage `json:"snapshots,omitempty"`
-	// Opens names the transactions that sinks may hold only part of: large
-	// transactions of a pipeline with several sources, each recorded before
-	// a batch that ends inside it is written, and kept until a batch that
-	// holds its end is in every sink (sinks may be a batch apart when a
-	// run stops). A transaction written again after a crash can appear
-	// twice, numbered by each run. See docs/SOURCES.md.
+	// Opens names the transactions that sinks may hold only part of, as an
+	// older sluice recorded them (large transactions of a pipeline with
+	// several sources, recorded before a batch that ends inside one was
+	// written). Sluice no longer records them: each sink's recovery counts
+	// what it holds of a transaction (pipeline.Recovery.Partial). They are
+	// read for a sink that cannot count (a Redis high-water hash of an
+	// older sluice) and dropped once every sink holds their ends.
 	Opens []Open `json:"opens,omitempty"`
 	// Open is the one open transaction of checkpoints of an older sluice;
 	// Load moves it into Opens.

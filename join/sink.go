@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -146,6 +147,13 @@ type sinkMeta struct {
 	Offset    [2]string `json:"offset"`
 	// Ends holds, per source, the last transaction end consumed.
 	Ends map[string]endMeta `json:"ends,omitempty"`
+	// Opens holds, per source, how many messages were consumed after its
+	// last end (snapshot rows aside): the first part of a transaction
+	// whose batch ended inside it. Recovery reports it
+	// (pipeline.Recovery.Partial) and the pipeline sends only the rest.
+	// Counted says Opens is kept (the state of an older sluice has none).
+	Opens   map[string]int `json:"opens,omitempty"`
+	Counted bool           `json:"counted,omitempty"`
 	// LastEventTime is the latest event time consumed (µs), the default
 	// watermark.
 	LastEventTime int64 `json:"last_event_time"`
@@ -289,7 +297,15 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		s.tickWG.Add(1)
 		go s.tickLoop()
 	}
-	rec := pipeline.Recovery{MaxSeq: m.Consumed, Offset: s.offset()}
+	rec := pipeline.Recovery{MaxSeq: m.Consumed, Offset: s.offset(), Uncounted: m.Consumed > 0 && !m.Counted}
+	for src, n := range m.Opens {
+		if n > 0 {
+			if rec.Partial == nil {
+				rec.Partial = map[string]int{}
+			}
+			rec.Partial[src] = n
+		}
+	}
 	if len(m.Ends) > 0 {
 		rec.Ends = make(map[string]pipeline.End, len(m.Ends))
 		for k, v := range m.Ends {
@@ -317,6 +333,7 @@ func (m sinkMeta) clone() sinkMeta {
 		}
 		m.Ends = ends
 	}
+	m.Opens = maps.Clone(m.Opens)
 	return m
 }
 
@@ -530,7 +547,14 @@ func (s *Sink) consume(m *pipeline.Message) error {
 			meta.Ends = map[string]endMeta{}
 		}
 		meta.Ends[m.Source] = endMeta{Pos: *m.End, Seq: m.Seq}
+		delete(meta.Opens, m.Source)
+	} else if !m.Snapshot {
+		if meta.Opens == nil {
+			meta.Opens = map[string]int{}
+		}
+		meta.Opens[m.Source]++
 	}
+	meta.Counted = true
 	if !m.EventTime.IsZero() {
 		meta.LastEventTime = max(meta.LastEventTime, m.EventTime.UnixMicro())
 	}

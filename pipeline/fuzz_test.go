@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/sluice-cdc/sluice/position"
@@ -21,6 +22,18 @@ func FuzzParseEnd(f *testing.F) {
 		}
 		if *got != p {
 			t.Fatalf("round trip: %+v -> %+v", p, *got)
+		}
+	})
+}
+
+// SnapshotRow reads values found in sinks: any bytes give an answer, and a
+// value it calls a snapshot row ends its top level with "op":"r".
+func FuzzSnapshotRow(f *testing.F) {
+	f.Add([]byte(`{"before":null,"after":{"id":1},"source":{},"op":"r","ts_ms":17,"sluice":{"seq":1,"epoch":1}}`))
+	f.Add([]byte(`{"op":"c","ts_ms":,"sluice":{`))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if SnapshotRow(v) && !bytes.Contains(v, []byte(`,"op":"r","ts_ms":`)) {
+			t.Fatalf("snapshot row without its op: %q", v)
 		}
 	})
 }

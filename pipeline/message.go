@@ -1,10 +1,12 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -118,8 +120,21 @@ type Recovery struct {
 	// Ends holds, per source, the last transaction end found after the
 	// offset (a message with End set) and that message's sequence number.
 	Ends map[string]End
+	// Partial holds, per source, how many of its messages the sink holds
+	// after that source's last transaction end (the one in Ends, else the
+	// checkpoint's position): the first messages of the source's next
+	// transaction, which a crash cut. Snapshot rows do not count. Sinks
+	// that scan their messages get it from Observe; others (Redis) count
+	// as they write and set it.
+	Partial map[string]int
+	// Uncounted is set by a sink that cannot count Partial (a Redis
+	// high-water hash written by an older sluice): recovery then relies on
+	// the transactions an older checkpoint recorded as open.
+	Uncounted bool
 	// Offset is the sink's offset at the end of what it holds.
 	Offset string
+
+	tails map[string]*tail
 }
 
 // End is a source position with the sequence number of the message that
@@ -129,19 +144,118 @@ type End struct {
 	Seq uint64
 }
 
-// Observe adds one message found by a sink's recovery scan.
-func (r *Recovery) Observe(seq uint64, source string, end *position.Position) {
+// Observe adds one message found by a sink's recovery scan: its sequence
+// number and source, its transaction end (nil unless it is the last message
+// of a source transaction), and whether it is a snapshot row (see
+// SnapshotRow). Messages may come in any order (a Kafka scan reads
+// partition after partition): what counts is their sequence numbers, which
+// only grow in a sink.
+func (r *Recovery) Observe(seq uint64, source string, end *position.Position, snapshot bool) {
 	if seq > r.MaxSeq {
 		r.MaxSeq = seq
 	}
-	if end == nil {
+	if end == nil && snapshot {
 		return
 	}
-	if r.Ends == nil {
-		r.Ends = map[string]End{}
+	if r.tails == nil {
+		r.tails = map[string]*tail{}
 	}
-	if e, ok := r.Ends[source]; !ok || seq > e.Seq {
-		r.Ends[source] = End{Pos: *end, Seq: seq}
+	t := r.tails[source]
+	if t == nil {
+		t = &tail{}
+		r.tails[source] = t
+	}
+	if end != nil {
+		if r.Ends == nil {
+			r.Ends = map[string]End{}
+		}
+		if e, ok := r.Ends[source]; !ok || seq > e.Seq {
+			r.Ends[source] = End{Pos: *end, Seq: seq}
+		}
+		t.end(seq)
+	} else {
+		t.add(seq)
+	}
+	if r.Partial == nil {
+		r.Partial = map[string]int{}
+	}
+	if t.n == 0 {
+		delete(r.Partial, source)
+	} else {
+		r.Partial[source] = t.n
+	}
+}
+
+// tail is what a recovery scan found of one source after its last
+// transaction end: the sequence numbers of the messages without an end,
+// as sorted runs of consecutive numbers (a few runs: one per run of the
+// pipeline that wrote them, more while a Kafka scan is half-way).
+type tail struct {
+	endSeq uint64
+	runs   []seqRun
+	n      int
+}
+
+type seqRun struct{ lo, hi uint64 }
+
+func (t *tail) add(seq uint64) {
+	if seq <= t.endSeq {
+		return
+	}
+	k := len(t.runs)
+	if k == 0 || seq > t.runs[k-1].hi {
+		// In order: the common case.
+		if k > 0 && seq == t.runs[k-1].hi+1 {
+			t.runs[k-1].hi = seq
+		} else {
+			t.runs = append(t.runs, seqRun{seq, seq})
+		}
+		t.n++
+		return
+	}
+	i, _ := slices.BinarySearchFunc(t.runs, seq, func(r seqRun, s uint64) int {
+		switch {
+		case r.hi < s:
+			return -1
+		case r.lo > s:
+			return 1
+		}
+		return 0
+	})
+	if i < len(t.runs) && t.runs[i].lo <= seq {
+		return // seen already
+	}
+	t.n++
+	joinPrev := i > 0 && t.runs[i-1].hi+1 == seq
+	joinNext := i < len(t.runs) && t.runs[i].lo == seq+1
+	switch {
+	case joinPrev && joinNext:
+		t.runs[i-1].hi = t.runs[i].hi
+		t.runs = slices.Delete(t.runs, i, i+1)
+	case joinPrev:
+		t.runs[i-1].hi = seq
+	case joinNext:
+		t.runs[i].lo = seq
+	default:
+		t.runs = slices.Insert(t.runs, i, seqRun{seq, seq})
+	}
+}
+
+// end records a transaction end at seq: what came before it is whole.
+func (t *tail) end(seq uint64) {
+	if seq <= t.endSeq {
+		return
+	}
+	t.endSeq = seq
+	k := 0
+	for k < len(t.runs) && t.runs[k].hi <= seq {
+		t.n -= int(t.runs[k].hi - t.runs[k].lo + 1)
+		k++
+	}
+	t.runs = t.runs[k:]
+	if len(t.runs) > 0 && t.runs[0].lo <= seq {
+		t.n -= int(seq - t.runs[0].lo + 1)
+		t.runs[0].lo = seq + 1
 	}
 }
 
@@ -192,6 +306,23 @@ func ParseEnd(b []byte) (*position.Position, error) {
 	}
 	return &p, nil
 }
+
+// SnapshotRow reports whether an encoded message (a Value, or a line of the
+// file sink without its newline) is a row read by a snapshot: its "op" is
+// "r". Recovery scans use it to leave snapshot rows out of Partial. The
+// encoder writes "op" and then "ts_ms" right before the sluice block, so
+// the test looks only there: a row's values (before it) cannot fool it.
+func SnapshotRow(v []byte) bool {
+	i := bytes.LastIndex(v, metaMark)
+	if i < 0 {
+		return false
+	}
+	head := bytes.TrimRight(v[:i], "0123456789")
+	head, ok := bytes.CutSuffix(head, []byte(`,"ts_ms":`))
+	return ok && bytes.HasSuffix(head, []byte(`,"op":"r"`))
+}
+
+var metaMark = []byte(`,"sluice":{`)
 
 // ParseMeta reads the "sluice" block of an encoded message (a line of the
 // file sink, or a Value). It is used by recovery scans and by consumers.

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -192,15 +191,22 @@ type plan struct {
 	holds    [][]hold
 	snapshot bool // a checkpoint inside a snapshot: no seq skipping
 	// pins are the partly written transactions, oldest first: each must be
-	// written again before any other source's (what a sink holds of it is
+	// written again before any other source's, so that in the sink holding
+	// its first part the rest follows at once (what a sink holds of it is
 	// counted from its first message).
 	pins []pin
 }
 
-// pin is a transaction of source src beginning at begin.
+// pin is the first transaction of source src (with messages) that begins
+// at or after after (zero: its first one).
 type pin struct {
 	src   int
-	begin position.Position
+	after position.Position
+}
+
+// first reports whether t is (a chunk of) the transaction p names.
+func (p pin) first(t *binlog.Txn) bool {
+	return !t.Snapshot && (len(t.Changes) > 0 || t.Chunk > 0) && (p.after.IsZero() || t.Begin.Compare(p.after) >= 0)
 }
 
 // srcPlan is where one source resumes.
@@ -212,11 +218,15 @@ type srcPlan struct {
 
 // hold is what one sink already holds of one source's replayed
 // transactions: every transaction that begins before until, and the first
-// openCount messages of the transaction that begins at openBegin.
+// openCount messages of the transaction open names (the first one with
+// messages that begins at or after open.after). openBegin is that
+// transaction's Begin once the builder has seen it (openSeen).
 type hold struct {
 	until     position.Position
-	openBegin position.Position
+	open      pin
 	openCount int
+	openBegin position.Position
+	openSeen  bool
 }
 
 // recoverPlan loads the checkpoint and asks every sink what it holds
@@ -311,6 +321,11 @@ func (p *Pipeline) planSources(cp *checkpoint.Checkpoint, recs []Recovery, pl *p
 	for i := range recs {
 		pl.holds[i] = make([]hold, len(p.srcs))
 	}
+	// sinkEnds is, per sink and source, the last end the sink holds.
+	sinkEnds := make([][]position.Position, len(recs))
+	for i := range recs {
+		sinkEnds[i] = make([]position.Position, len(p.srcs))
+	}
 	holding := false
 	for si, s := range p.srcs {
 		name := s.cfg.Name
@@ -328,6 +343,9 @@ func (p *Pipeline) planSources(cp *checkpoint.Checkpoint, recs []Recovery, pl *p
 			if i == 0 || ends[i].IsZero() || (!resume.IsZero() && ends[i].Compare(resume) < 0) {
 				resume = ends[i]
 			}
+		}
+		for i := range recs {
+			sinkEnds[i][si] = ends[i]
 		}
 		sp := &pl.srcs[si]
 		if !resume.IsZero() {
@@ -353,50 +371,76 @@ func (p *Pipeline) planSources(cp *checkpoint.Checkpoint, recs []Recovery, pl *p
 			}
 		}
 	}
-	// A sink holds part of at most one transaction: its last. It is the
-	// recorded open transaction with the highest first sequence number the
-	// sink has reached (a transaction written again after a crash is
-	// recorded once per run, numbered by each), unless the sink holds that
-	// transaction's end.
+	// A sink holds part of at most one transaction, its last: the messages
+	// of one source after that source's last end in the sink (transactions
+	// interleave whole, a large one's chunks back to back, so they are the
+	// first messages of that source's next transaction). The recovery scan
+	// counts them (Recovery.Partial). A sink that cannot count (a Redis
+	// high-water hash of an older sluice) falls back on the open
+	// transactions an older checkpoint recorded.
 	type partial struct {
-		o  checkpoint.Open
-		si int
+		p     pin
+		sinks []int
 	}
 	var parts []partial
-	for i, rec := range recs {
-		var o *checkpoint.Open
-		for k := range cp.Opens {
-			c := &cp.Opens[k]
-			if c.FirstSeq <= rec.MaxSeq && (o == nil || c.FirstSeq > o.FirstSeq) {
-				o = c
-			}
+	add := func(i, si int, after position.Position, n int) {
+		h := &pl.holds[i][si]
+		h.open, h.openCount = pin{src: si, after: after}, n
+		holding = true
+		p.log.Info("a sink holds part of a transaction; the rest follows", "sink", p.cfg.Sinks[i].Name(), "source", p.srcs[si].cfg.Name, "after", after.String(), "messages_held", n)
+		k := slices.IndexFunc(parts, func(q partial) bool { return q.p == h.open })
+		if k < 0 {
+			parts = append(parts, partial{p: h.open, sinks: []int{i}})
+		} else {
+			parts[k].sinks = append(parts[k].sinks, i)
 		}
-		if o == nil {
+	}
+	for i, rec := range recs {
+		if rec.Uncounted {
+			if o := p.recordedOpen(cp, rec); o != nil {
+				si := p.srcIndex(o.Source)
+				if si < 0 {
+					return fmt.Errorf("checkpoint: a transaction of source %q may be partly written, but the config has no such source: put the source back until the pipeline has run once, or empty the sinks to start over", o.Source)
+				}
+				add(i, si, o.Begin, int(rec.MaxSeq-o.FirstSeq+1))
+			}
 			continue
 		}
-		if e, ok := rec.Ends[o.Source]; ok && e.Seq >= o.FirstSeq {
-			continue // the sink holds the whole transaction
-		}
-		si := p.srcIndex(o.Source)
-		if si < 0 {
-			return fmt.Errorf("checkpoint: a transaction of source %q may be partly written, but the config has no such source: put the source back until the pipeline has run once, or empty the sinks to start over", o.Source)
-		}
-		h := &pl.holds[i][si]
-		h.openBegin, h.openCount = o.Begin, int(rec.MaxSeq-o.FirstSeq+1)
-		holding = true
-		p.log.Info("a sink holds part of a large transaction; the rest follows", "sink", p.cfg.Sinks[i].Name(), "source", o.Source, "messages_held", h.openCount)
-		k := slices.IndexFunc(parts, func(q partial) bool { return q.si == si && q.o.Begin == o.Begin })
-		if k < 0 {
-			parts = append(parts, partial{o: *o, si: si})
-		} else if o.FirstSeq < parts[k].o.FirstSeq {
-			parts[k].o = *o
+		for src, n := range rec.Partial {
+			if n <= 0 {
+				continue
+			}
+			si := p.srcIndex(src)
+			if si < 0 {
+				return fmt.Errorf("sink %s holds the first %d messages of a transaction of source %q, but the config has no such source: put the source back until the pipeline has run once, or empty the sinks to start over", p.cfg.Sinks[i].Name(), n, src)
+			}
+			add(i, si, sinkEnds[i][si], n)
 		}
 	}
 	// The oldest first: a sink holding part of a later one holds the
-	// earlier ones whole, so it receives nothing before its own.
-	slices.SortFunc(parts, func(a, b partial) int { return cmp.Compare(a.o.FirstSeq, b.o.FirstSeq) })
+	// earlier ones whole (the sinks' contents differ only within the batch
+	// being written when the run stopped), so it receives nothing before
+	// its own. a is older than b when a sink holding part of b has a's
+	// source past a's beginning.
+	older := func(a, b partial) bool {
+		for _, j := range b.sinks {
+			if e := sinkEnds[j][a.p.src]; !e.IsZero() && (a.p.after.IsZero() || e.Compare(a.p.after) > 0) {
+				return true
+			}
+		}
+		return false
+	}
+	slices.SortStableFunc(parts, func(a, b partial) int {
+		switch {
+		case older(a, b):
+			return -1
+		case older(b, a):
+			return 1
+		}
+		return 0
+	})
 	for _, q := range parts {
-		pl.pins = append(pl.pins, pin{src: q.si, begin: q.o.Begin})
+		pl.pins = append(pl.pins, q.p)
 	}
 	if !holding {
 		pl.holds = nil
@@ -405,6 +449,27 @@ func (p *Pipeline) planSources(cp *checkpoint.Checkpoint, recs []Recovery, pl *p
 		p.log.Warn("no checkpoint, but the sinks hold this pipeline's messages: each source resumes after the last of its transactions they all hold", "next_seq", pl.nextSeq)
 	}
 	return nil
+}
+
+// recordedOpen returns the transaction an older checkpoint recorded as open
+// that a sink holds part of: the one with the highest first sequence
+// number the sink has reached (a transaction written again after a crash
+// was recorded once per run), unless the sink holds its end; nil if none.
+func (p *Pipeline) recordedOpen(cp *checkpoint.Checkpoint, rec Recovery) *checkpoint.Open {
+	var o *checkpoint.Open
+	for k := range cp.Opens {
+		c := &cp.Opens[k]
+		if c.FirstSeq <= rec.MaxSeq && (o == nil || c.FirstSeq > o.FirstSeq) {
+			o = c
+		}
+	}
+	if o == nil {
+		return nil
+	}
+	if e, ok := rec.Ends[o.Source]; ok && e.Seq >= o.FirstSeq {
+		return nil // the sink holds the whole transaction
+	}
+	return o
 }
 
 // recoverSink asks a sink what it holds, retrying with backoff while it is
@@ -777,8 +842,9 @@ type batch struct {
 	hasEnd bool
 	// snaps are snapshot states, each saved once the batch is durable.
 	snaps []srcSnap
-	// open is the transaction the batch ends in the middle of, if any.
-	open *checkpoint.Open
+	// opened names the partly held transactions the builder found in
+	// this batch (see hold.openBegin), for the writer's pending holds.
+	opened []opened
 	// held is set when some message is already held by some sink (after a
 	// recovery with several sources).
 	held bool
@@ -788,6 +854,13 @@ type batch struct {
 	commit     time.Time
 	read       []time.Time
 	inSnapshot bool
+}
+
+// opened says that the transaction sink's hold of source src names
+// begins at begin.
+type opened struct {
+	sink, src int
+	begin     position.Position
 }
 
 type srcSnap struct {
@@ -808,10 +881,6 @@ type builder struct {
 	srcs    []builderSource
 	// holds: see plan.holds; nil when no sink holds anything replayed.
 	holds [][]hold
-	// open is the transaction being encoded while it is not finished
-	// (openSet).
-	open    checkpoint.Open
-	openSet bool
 	// wm is the emitted watermark when the last chunk was handed over.
 	wm int64
 }
@@ -845,7 +914,7 @@ func (b *builder) batch() *batch {
 	select {
 	case bt := <-b.w.free: // a written batch's memory, reused
 		clear(bt.ends)
-		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends, snaps: bt.snaps[:0]}
+		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends, snaps: bt.snaps[:0], opened: bt.opened[:0]}
 		b.cur = bt
 	default:
 		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2), ends: make([]position.Position, len(b.srcs))}
@@ -862,9 +931,6 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 	n := len(t.Changes)
 	if n > 0 {
 		bt.read = append(bt.read, b.p.cfg.Now())
-	}
-	if !t.Snapshot && t.Chunk == 0 && n > 0 {
-		b.open, b.openSet = checkpoint.Open{Source: bs.name, Begin: t.Begin, FirstSeq: b.nextSeq}, true
 	}
 	if t.Snapshot && n > 0 {
 		bt.inSnapshot = true
@@ -905,7 +971,7 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			m.End = &end
 		}
 		if b.holds != nil && !t.Snapshot {
-			m.held = txnMask | b.heldOpen(si, t)
+			m.held = txnMask | b.heldOpen(bt, si, t)
 			bt.held = bt.held || m.held != 0
 		}
 		bt.Messages = append(bt.Messages, m)
@@ -923,7 +989,6 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 	bt.txns = append(bt.txns, t)
 	bt.txnBytes += size
 	if t.Last && !t.Snapshot {
-		b.openSet = false
 		if !t.End.IsZero() {
 			bt.ends[si] = t.End
 			bt.endSeq, bt.hasEnd = b.nextSeq-1, true
@@ -960,15 +1025,25 @@ func (b *builder) heldBy(si int, t *binlog.Txn) uint64 {
 }
 
 // heldOpen returns the sinks that hold the next message of t as part of a
-// large transaction they hold the beginning of.
-func (b *builder) heldOpen(si int, t *binlog.Txn) uint64 {
+// transaction they hold the beginning of.
+func (b *builder) heldOpen(bt *batch, si int, t *binlog.Txn) uint64 {
 	var mask uint64
 	for i := range b.holds {
 		h := &b.holds[i][si]
-		if h.openCount > 0 && t.Begin.Compare(h.openBegin) == 0 {
-			mask |= 1 << i
-			h.openCount--
+		if h.openCount == 0 {
+			continue
 		}
+		if !h.openSeen {
+			if !h.open.first(t) {
+				continue
+			}
+			h.openBegin, h.openSeen = t.Begin, true
+			bt.opened = append(bt.opened, opened{sink: i, src: si, begin: t.Begin})
+		} else if t.Begin.Compare(h.openBegin) != 0 {
+			continue
+		}
+		mask |= 1 << i
+		h.openCount--
 	}
 	return mask
 }
@@ -1020,10 +1095,6 @@ func (b *builder) flush(ctx context.Context) error {
 		bt.Messages[i].Key = bt.buf[s.k0:s.k1:s.k1]
 	}
 	bt.size, bt.encoded = cap(bt.buf)+bt.txnBytes, len(bt.buf)
-	if b.openSet {
-		o := b.open
-		bt.open = &o
-	}
 	bt.wm = b.wm
 	return b.w.push(ctx, bt)
 }
@@ -1068,7 +1139,7 @@ func (w *writer) ahead(i int, endSeq uint64) bool {
 		if !h.until.IsZero() && (at.IsZero() || at.Compare(h.until) < 0) {
 			return true
 		}
-		if !h.openBegin.IsZero() && (at.IsZero() || at.Compare(h.openBegin) <= 0) {
+		if h.openCount > 0 && (!h.openSeen || at.IsZero() || at.Compare(h.openBegin) <= 0) {
 			return true
 		}
 	}
@@ -1198,7 +1269,7 @@ func (bt *batch) merge(nb *batch) {
 		bt.endSeq, bt.hasEnd = nb.endSeq, true
 	}
 	bt.snaps = append(bt.snaps, nb.snaps...)
-	bt.open = nb.open
+	bt.opened = append(bt.opened, nb.opened...)
 	if !nb.commit.IsZero() {
 		bt.commit = nb.commit
 	}
@@ -1225,13 +1296,10 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		return err
 	}
 	multi := len(w.p.srcs) > 1
-	if multi && bt.open != nil && !slices.Contains(w.cp.Opens, *bt.open) {
-		// Sinks are about to hold part of a transaction: record which one
-		// first, so that a recovery knows what that part is.
-		w.cp.Opens = append(w.cp.Opens, *bt.open)
-		w.dirty = true
-		if err := w.save(ctx, true); err != nil {
-			return err
+	for _, o := range bt.opened {
+		if w.pending != nil && w.pending[o.sink] != nil {
+			h := &w.pending[o.sink][o.src]
+			h.openBegin, h.openSeen = o.begin, true
 		}
 	}
 	sinks := w.p.cfg.Sinks
@@ -1291,8 +1359,9 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		w.dirty = true
 	}
 	if multi && len(w.cp.Opens) > 0 {
-		// Every sink now holds this batch: an open transaction whose source
-		// has moved past its beginning has ended in every sink.
+		// Open transactions recorded by an older sluice: once every sink
+		// holds a batch whose source has moved past one's beginning, it
+		// has ended in every sink.
 		n := len(w.cp.Opens)
 		w.cp.Opens = slices.DeleteFunc(w.cp.Opens, func(o checkpoint.Open) bool {
 			si := w.p.srcIndex(o.Source)

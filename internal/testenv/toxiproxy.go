@@ -113,6 +113,22 @@ func (f *FaultProxy) MoveTo(upstream string) error {
 	return f.Restore()
 }
 
+// CutAfter closes each open connection once the client has sent n more
+// bytes through it (toxiproxy's limit_data toxic, upstream): a write cut
+// at that byte. New connections are cut after n bytes too, until
+// RemoveCut.
+func (f *FaultProxy) CutAfter(n int64) error {
+	_ = f.p.Toxics.RemoveToxic(context.Background(), "cut_after")
+	body := fmt.Sprintf(`{"name":"cut_after","type":"limit_data","stream":"upstream","attributes":{"bytes":%d}}`, n)
+	_, err := f.p.Toxics.AddToxicJson(strings.NewReader(body))
+	return err
+}
+
+// RemoveCut lets connections through again after CutAfter.
+func (f *FaultProxy) RemoveCut() {
+	_ = f.p.Toxics.RemoveToxic(context.Background(), "cut_after")
+}
+
 func (f *FaultProxy) stop() {
 	f.p.Toxics.ResetToxics(context.Background())
 	f.Cut()

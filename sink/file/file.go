@@ -352,6 +352,9 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 				if err := f.Truncate(off); err != nil {
 					return 0, err
 				}
+				if s.cfg.NoSync {
+					return off, nil
+				}
 				if err := f.Sync(); err != nil {
 					return 0, err
 				}
@@ -375,7 +378,7 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 			sc.stale++
 		default:
 			sc.high = meta.Epoch
-			rec.Observe(meta.Seq, meta.Source, meta.End)
+			rec.Observe(meta.Seq, meta.Source, meta.End, pipeline.SnapshotRow(line[:len(line)-1]))
 		}
 		off += int64(len(line))
 	}

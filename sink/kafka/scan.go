@@ -429,7 +429,7 @@ func (sc *scanner) observe(r *kgo.Record) error {
 			return fmt.Errorf("%s: %w", where(), err)
 		}
 	}
-	sc.rec.Observe(seq, string(srcV), end)
+	sc.rec.Observe(seq, string(srcV), end, pipeline.SnapshotRow(r.Value))
 	sc.maxEpoch = max(sc.maxEpoch, epoch)
 	return nil
 }

@@ -320,14 +320,14 @@ func (s *Sink) parseMeta(h gonats.Header, sseq uint64) (meta, error) {
 var errScanStalled = errors.New("no message received within ack_timeout")
 
 // scan reads the headers of the messages from stream sequence start to
-// last with an ordered consumer (flow-controlled, gap-checked, headers
-// only), observing each in rec. It returns the highest epoch seen and
-// whether any message was seen.
+// last with an ordered consumer (flow-controlled, gap-checked; bodies too,
+// which tell snapshot rows from the first messages of a transaction),
+// observing each in rec. It returns the highest epoch seen and whether any
+// message was seen.
 func (s *Sink) scan(ctx context.Context, st jetstream.Stream, start, last uint64, rec *pipeline.Recovery) (maxEpoch uint64, seen bool, err error) {
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       start,
-		HeadersOnly:       true,
 		InactiveThreshold: 30 * time.Second,
 	})
 	if err != nil {
@@ -378,7 +378,7 @@ func (s *Sink) scan(ctx context.Context, st jetstream.Stream, start, last uint64
 		if err != nil {
 			return 0, false, err
 		}
-		rec.Observe(m.seq, m.source, m.end)
+		rec.Observe(m.seq, m.source, m.end, pipeline.SnapshotRow(msg.Data()))
 		maxEpoch = max(maxEpoch, m.epoch)
 		seen = true
 		if sseq == last || md.NumPending == 0 {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"strconv"
@@ -54,14 +55,13 @@ type Sink struct {
 	gen    uint64 // marks the tables of the chunk being built
 
 	// The chunk being applied, rebuilt for each chunk and reused.
-	body     []byte     // every message's commands, one after the other
-	msgs     []msgCmds  // per message of the chunk
-	checks   []keyCheck // keys whose type is checked before the chunk
-	arena    []byte     // end JSON and keys that checks point into
-	queued   []int32    // per command of the transaction: its message
-	lastEnds []int      // per source, its last message with an end
-	tmp      []byte
-	hwState  highWater
+	body    []byte     // every message's commands, one after the other
+	msgs    []msgCmds  // per message of the chunk
+	checks  []keyCheck // keys whose type is checked before the chunk
+	arena   []byte     // end JSON and keys that checks point into
+	queued  []int32    // per command of the transaction: its message
+	tmp     []byte
+	hwState highWater
 
 	// beforeExec, when set (by tests), runs between reading the high-water
 	// mark and sending the transaction.
@@ -76,6 +76,7 @@ type msgCmds struct {
 	endJSON    []byte // pipeline.AppendEnd of its End; nil if none
 	cmds       int32  // commands queued for it (0 for DDL in materialize mode)
 	rename     bool   // its first command is a RENAME whose "no such key" is fine
+	snapshot   bool   // a snapshot row (not counted in open:<source>)
 }
 
 // keyCheck is a key that must hold a given type (or nothing) for the
@@ -216,9 +217,17 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		return pipeline.Recovery{}, err
 	}
 	hw := &s.hwState
-	rec := pipeline.Recovery{Offset: strconv.FormatUint(hw.seq, 10)}
+	rec := pipeline.Recovery{Offset: strconv.FormatUint(hw.seq, 10), Uncounted: hw.seq > 0 && !hw.counted}
 	if hw.seq > after {
 		rec.MaxSeq = hw.seq
+	}
+	for src, n := range hw.opens {
+		if n > 0 {
+			if rec.Partial == nil {
+				rec.Partial = map[string]int{}
+			}
+			rec.Partial[src] = int(n)
+		}
 	}
 	for src, e := range hw.ends {
 		if e.seq <= after {
@@ -277,9 +286,43 @@ func (s *Sink) checkDurability(ctx context.Context) error {
 //	epoch           highest epoch that has written (or recovered)
 //	end:<source>    last transaction end of <source> (pipeline.AppendEnd JSON)
 //	endseq:<source> the sequence number of the message that carried it
+//	open:<source>   messages of <source> applied after that end (the first
+//	                ones of a transaction a crash may cut; snapshot rows
+//	                do not count)
+//	counted         "1": the open:<source> fields are kept (a hash of an
+//	                older sluice lacks them)
 type highWater struct {
 	seq, epoch uint64
 	ends       map[string]rawEnd
+	opens      map[string]uint64
+	counted    bool
+}
+
+// clone returns a copy that shares no map with hw.
+func (hw *highWater) clone() highWater {
+	c := *hw
+	c.ends, c.opens = maps.Clone(hw.ends), maps.Clone(hw.opens)
+	return c
+}
+
+// apply moves hw over message m (applied after it).
+func (hw *highWater) apply(m *msgCmds) {
+	hw.seq = m.seq
+	if m.endJSON != nil {
+		if hw.ends == nil {
+			hw.ends = map[string]rawEnd{}
+		}
+		hw.ends[m.source] = rawEnd{json: string(m.endJSON), seq: m.seq}
+		if hw.opens[m.source] != 0 {
+			hw.opens[m.source] = 0
+		}
+	} else if !m.snapshot {
+		if hw.opens == nil {
+			hw.opens = map[string]uint64{}
+		}
+		hw.opens[m.source]++
+	}
+	hw.counted = true
 }
 
 type rawEnd struct {
@@ -289,8 +332,9 @@ type rawEnd struct {
 
 // parseHighWater reads HGETALL's reply: field, value, field, value...
 func parseHighWater(r reply, hw *highWater) error {
-	*hw = highWater{ends: hw.ends}
+	*hw = highWater{ends: hw.ends, opens: hw.opens}
 	clear(hw.ends)
+	clear(hw.opens)
 	if r.kind != '*' || len(r.elems)%2 != 0 {
 		return fmt.Errorf("unexpected reply %q", r.kind)
 	}
@@ -303,6 +347,13 @@ func parseHighWater(r reply, hw *highWater) error {
 			hw.seq, err = strconv.ParseUint(v, 10, 64)
 		case f == "epoch":
 			hw.epoch, err = strconv.ParseUint(v, 10, 64)
+		case f == "counted":
+			hw.counted = true
+		case strings.HasPrefix(f, "open:"):
+			if hw.opens == nil {
+				hw.opens = map[string]uint64{}
+			}
+			hw.opens[f[len("open:"):]], err = strconv.ParseUint(v, 10, 64)
 		case strings.HasPrefix(f, "endseq:"):
 			if endSeq == nil {
 				endSeq = map[string]uint64{}
@@ -468,16 +519,9 @@ func (s *Sink) readMark(ctx context.Context, checks []keyCheck) (int, error, err
 func (s *Sink) exec(ctx context.Context, epoch uint64, cut int) (done bool, err error) {
 	c := s.cn
 	hw := &s.hwState
-	old := *hw
-	old.ends = nil
-	if len(hw.ends) > 0 {
-		old.ends = make(map[string]rawEnd, len(hw.ends))
-		for k, v := range hw.ends {
-			old.ends[k] = v
-		}
-	}
+	old := hw.clone()
 	c.out = appendCommand(c.out, "MULTI")
-	s.queued, s.lastEnds = s.queued[:0], s.lastEnds[:0]
+	s.queued = s.queued[:0]
 	applied := 0
 	for i := range s.msgs[:cut] {
 		m := &s.msgs[i]
@@ -489,18 +533,8 @@ func (s *Sink) exec(ctx context.Context, epoch uint64, cut int) (done bool, err 
 		for j := int32(0); j < m.cmds; j++ {
 			s.queued = append(s.queued, int32(i))
 		}
-		hw.seq = seq
-		if m.endJSON != nil {
-			s.noteEnd(i)
-		}
+		hw.apply(m)
 		applied++
-	}
-	for _, i := range s.lastEnds {
-		m := &s.msgs[i]
-		if hw.ends == nil {
-			hw.ends = map[string]rawEnd{}
-		}
-		hw.ends[m.source] = rawEnd{json: string(m.endJSON), seq: m.seq}
 	}
 	if applied == 0 && epoch == hw.epoch {
 		c.out = c.out[:0] // nothing to write; the WATCH is undone next time
@@ -619,34 +653,41 @@ func (s *Sink) chunkName() string {
 	return fmt.Sprintf("writing seq %d-%d", s.msgs[0].seq, s.msgs[len(s.msgs)-1].seq)
 }
 
-// noteEnd records message i as the last end of its source in the chunk.
-func (s *Sink) noteEnd(i int) {
-	src := s.msgs[i].source
-	for j, k := range s.lastEnds {
-		if s.msgs[k].source == src {
-			s.lastEnds[j] = i
-			return
-		}
-	}
-	s.lastEnds = append(s.lastEnds, i)
-}
-
 // appendMark appends the HSET that stores hw; old is the mark before the
 // transaction, for the ends that did not change.
 func (s *Sink) appendMark(dst []byte, hw, old *highWater) []byte {
 	n := 0
 	for src, e := range hw.ends {
 		if o, ok := old.ends[src]; !ok || o != e {
-			n++
+			n += 4
 		}
 	}
-	dst = appendArray(dst, 6+4*n)
+	for src, c := range hw.opens {
+		if o, ok := old.opens[src]; !ok || o != c {
+			n += 2
+		}
+	}
+	if hw.counted && !old.counted {
+		n += 2
+	}
+	dst = appendArray(dst, 6+n)
 	dst = appendBulkString(dst, "HSET")
 	dst = appendBulkString(dst, s.hwKey)
 	dst = appendBulkString(dst, "seq")
 	dst = appendBulkUint(dst, hw.seq)
 	dst = appendBulkString(dst, "epoch")
 	dst = appendBulkUint(dst, hw.epoch)
+	if hw.counted && !old.counted {
+		dst = appendBulkString(dst, "counted")
+		dst = appendBulkString(dst, "1")
+	}
+	for src, c := range hw.opens {
+		if o, ok := old.opens[src]; ok && o == c {
+			continue
+		}
+		dst = appendBulkString(dst, "open:"+src)
+		dst = appendBulkUint(dst, c)
+	}
 	for src, e := range hw.ends {
 		if o, ok := old.ends[src]; ok && o == e {
 			continue
@@ -670,19 +711,17 @@ func (s *Sink) repair(ctx context.Context, failed int, cmdErr error, old *highWa
 	mi := int(s.queued[failed])
 	seq := s.msgs[mi].seq
 	hw := &s.hwState
-	back := highWater{seq: old.seq, epoch: hw.epoch, ends: map[string]rawEnd{}}
-	for k, v := range old.ends {
-		back.ends[k] = v
+	back := old.clone()
+	back.epoch = hw.epoch
+	if back.ends == nil {
+		back.ends = map[string]rawEnd{}
 	}
 	for i := range s.msgs[:mi] {
 		m := &s.msgs[i]
 		if m.seq <= old.seq {
 			continue
 		}
-		back.seq = m.seq
-		if m.endJSON != nil {
-			back.ends[m.source] = rawEnd{json: string(m.endJSON), seq: m.seq}
-		}
+		back.apply(m)
 	}
 	failure := fmt.Sprintf("applying seq %d failed: Redis at %s answered: %v", seq, s.cfg.Addr, cmdErr)
 	wantSeq, wantEpoch := hw.seq, hw.epoch
@@ -691,6 +730,14 @@ func (s *Sink) repair(ctx context.Context, failed int, cmdErr error, old *highWa
 	}
 	if hw.seq != wantSeq || hw.epoch != wantEpoch {
 		return fmt.Errorf("redis sink %s: %s; the high-water mark changed meanwhile (seq %d, epoch %d) and is not set back: seq %d may be missing from Redis", s.name, failure, hw.seq, hw.epoch, seq)
+	}
+	for src := range hw.opens {
+		if _, ok := back.opens[src]; !ok {
+			if back.opens == nil {
+				back.opens = map[string]uint64{}
+			}
+			back.opens[src] = 0
+		}
 	}
 	c := s.cn
 	c.out = appendCommand(c.out, "MULTI")
@@ -823,7 +870,7 @@ func (s *Sink) build(msgs []pipeline.Message) (int, error) {
 		}
 		m := &msgs[n]
 		t := s.table(m)
-		mc := msgCmds{start: len(s.body), seq: m.Seq, source: m.Source}
+		mc := msgCmds{start: len(s.body), seq: m.Seq, source: m.Source, snapshot: m.Snapshot}
 		if m.End != nil {
 			start := len(s.arena)
 			s.arena = pipeline.AppendEnd(s.arena, m.End)
