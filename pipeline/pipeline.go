@@ -878,6 +878,8 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		snap := codec.SnapshotAuto
 		if t.SnapshotLast && i == n-1 {
 			snap = codec.SnapshotLast
+		} else if t.Snapshot && ch.Op == binlog.OpDDL {
+			snap = codec.SnapshotTrue // the TRUNCATE before a keyless table read again whole
 		}
 		bt.buf = bs.enc.AppendSnapshotChange(bt.buf, t, ch, snap)
 		// Replace the final "}\n" with the sluice block.

@@ -84,6 +84,9 @@ func (p *printer) txn(t *binlog.Txn) error {
 		}
 		if t.SnapshotLast && i == len(t.Changes)-1 {
 			p.buf = p.enc.AppendSnapshotChange(p.buf[:0], t, ch, codec.SnapshotLast)
+		} else if t.Snapshot && ch.Op == binlog.OpDDL {
+			// The TRUNCATE before a table without a key read whole.
+			p.buf = p.enc.AppendSnapshotChange(p.buf[:0], t, ch, codec.SnapshotTrue)
 		} else {
 			p.buf = p.enc.AppendChange(p.buf[:0], t, ch)
 		}
