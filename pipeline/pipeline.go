@@ -270,10 +270,21 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 	}
 	name := p.srcs[0].cfg.Name
 	sp := &pl.srcs[0]
-	if pl.snapshot || (!sp.saved && cp.Version > 0) {
-		// Inside a snapshot the re-read rows are new messages: number them
-		// after everything the sinks hold (snapshot rows after the last
-		// checkpoint may repeat; see docs/DELIVERY.md).
+	if pl.snapshot {
+		// Inside a snapshot the numbering is not deterministic: chunks
+		// fall between stream transactions where their watermarks are
+		// reached, differently on every run. So the source resumes by
+		// position, as with several sources: from the earliest of the
+		// transaction ends the sinks hold past the checkpoint (a sink
+		// holding more skips, by position, the stream transactions it
+		// has, and the part it has of one cut between batches); messages
+		// are numbered after everything the sinks hold. Snapshot rows
+		// delivered after the checkpoint's state are read again (see
+		// docs/DELIVERY.md); no stream transaction is.
+		pl.nextSeq = maxSeq + 1
+		return pl, p.planSources(cp, recs, &pl)
+	}
+	if !sp.saved && cp.Version > 0 {
 		pl.nextSeq = maxSeq + 1
 		return pl, nil
 	}
@@ -1052,7 +1063,7 @@ type writer struct {
 // positions as of the batch just written (ending at endSeq): its offset
 // must then stay behind, where the next recovery scan finds them.
 func (w *writer) ahead(i int, endSeq uint64) bool {
-	if len(w.p.srcs) == 1 {
+	if len(w.p.srcs) == 1 && w.pending == nil {
 		return w.skip[i] > endSeq
 	}
 	if w.pending == nil || w.pending[i] == nil {
@@ -1219,10 +1230,12 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	multi := len(w.p.srcs) > 1
-	if multi && bt.open != nil && !slices.Contains(w.cp.Opens, *bt.open) {
-		// Sinks are about to hold part of a transaction: record which one
-		// first, so that a recovery knows what that part is.
+	// With several sources, or one inside a snapshot (whose recovery
+	// goes by position too, see recoverPlan), a sink about to hold part
+	// of a transaction: record which one first, so that a recovery knows
+	// what that part is.
+	positional := len(w.p.srcs) > 1 || len(w.cp.Snapshots) > 0
+	if positional && bt.open != nil && !slices.Contains(w.cp.Opens, *bt.open) {
 		w.cp.Opens = append(w.cp.Opens, *bt.open)
 		w.dirty = true
 		if err := w.save(ctx, true); err != nil {
@@ -1285,7 +1298,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		}
 		w.dirty = true
 	}
-	if multi && len(w.cp.Opens) > 0 {
+	if len(w.cp.Opens) > 0 {
 		// Every sink now holds this batch: an open transaction whose source
 		// has moved past its beginning has ended in every sink.
 		n := len(w.cp.Opens)
