@@ -54,7 +54,9 @@ func runKill9Snapshot(t *testing.T, flavor position.Flavor, method string) {
 	t0 := time.Now()
 	db := testenv.StartT(t, testenv.Options{Flavor: flavor})
 	ctx := context.Background()
-	const keyed, keyless = 20000, 2000
+	// More kills need a longer snapshot: the tables grow with them.
+	kills := snapshotKills()
+	keyed, keyless := 20000*max(1, kills/3), 2000*max(1, kills/3)
 	from, setup := db.SeqFrom(1, keyed)
 	stmts := append([]string{"CREATE DATABASE snapdb", "USE snapdb",
 		"CREATE TABLE snapdb.t_key (id INT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(100) NOT NULL)",
@@ -177,7 +179,7 @@ buffer: {batch_bytes: 16KiB}
 		return cmd
 	}
 	cmd := start()
-	n, during := snapshotKills(), 0
+	n, during := kills, 0
 	for i := range n {
 		// Mostly once a checkpoint holds the snapshot's progress (the
 		// restart resumes it), sometimes before (the restart begins anew).
