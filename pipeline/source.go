@@ -185,7 +185,6 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 				st := snapshot.State{Position: res.Position}
 				for _, d := range deferred {
 					st.Ranges = append(st.Ranges, snapshot.SavedRange{Schema: d.Schema, Table: d.Table, Where: d.Where})
-					st.Tables = append(st.Tables, d.Schema+"."+d.Table)
 				}
 				if err := out.snapshotState(ctx, &st); err != nil {
 					return err

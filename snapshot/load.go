@@ -366,6 +366,7 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 				st.Tables = append(st.Tables, info.Table.QualifiedName())
 			}
 		}
+		st.Tables = st.Tables[max(0, len(st.Tables)-maxMarkTables):]
 		for i, it := range items {
 			if finished[i] && (pending == nil || pending.item != i) {
 				continue

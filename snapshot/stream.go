@@ -776,18 +776,25 @@ func (s *Stream) addMarkTable(ctx context.Context, db, table string) error {
 	}
 	// Before the tables read by this Stream: those are more recent.
 	s.tables = append([]*Range{rg}, s.tables...)
+	if len(s.tables) > maxMarkTables {
+		s.tables = s.tables[len(s.tables)-maxMarkTables:]
+	}
 	return nil
 }
 
-// MarkTables names the keyed tables read so far ("db.table"), for
-// State.Tables.
+// MarkTables names the keyed tables read last ("db.table", at most
+// maxMarkTables), for State.Tables.
 func (s *Stream) MarkTables() []string {
 	var out []string
-	for _, t := range s.tables {
+	for _, t := range s.tables[max(0, len(s.tables)-maxMarkTables):] {
 		out = append(out, t.Schema+"."+t.Table)
 	}
 	return out
 }
+
+// maxMarkTables bounds State.Tables: a few tables to read a row of again
+// for the final mark are enough, and the state is saved with every chunk.
+const maxMarkTables = 8
 
 // markLast marks txn, a chunk that ended its range, as holding the final
 // row when nothing else is queued; when it has no row to mark, it queues

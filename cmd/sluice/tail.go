@@ -319,7 +319,7 @@ func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTabl
 		}
 		var st *snapshot.State
 		if left := stream.Saved(); len(left) > 0 {
-			st = &snapshot.State{Ranges: left}
+			st = &snapshot.State{Ranges: left, Tables: stream.MarkTables()}
 		}
 		if err := saveCheckpoint(ctx, store, cp, pos, st); err != nil {
 			return err
