@@ -56,7 +56,7 @@ func runKill9Snapshot(t *testing.T, flavor position.Flavor, method string) {
 	ctx := context.Background()
 	// More kills need a longer snapshot: the tables grow with them.
 	kills := snapshotKills()
-	keyed, keyless := 20000*max(1, kills/3), 2000*max(1, kills/3)
+	keyed, keyless := 40000*max(1, kills/3), 2000*max(1, kills/3)
 	from, setup := db.SeqFrom(1, keyed)
 	stmts := append([]string{"CREATE DATABASE snapdb", "USE snapdb",
 		"CREATE TABLE snapdb.t_key (id INT PRIMARY KEY, v INT NOT NULL, pad VARCHAR(100) NOT NULL)",
@@ -183,12 +183,16 @@ buffer: {batch_bytes: 16KiB}
 	for i := range n {
 		// Mostly once a checkpoint holds the snapshot's progress (the
 		// restart resumes it), sometimes before (the restart begins anew).
+		// The delays are short: on a quiet machine a snapshot of these
+		// tables takes about a second.
 		if rand.IntN(3) > 0 {
 			for deadline := time.Now().Add(30 * time.Second); !ckptHoldsSnapshot() && !snapshotDone() && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(2 * time.Millisecond)
 			}
+			time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond)
+		} else {
+			time.Sleep(time.Duration(rand.IntN(300)) * time.Millisecond)
 		}
-		time.Sleep(time.Duration(rand.IntN(500)) * time.Millisecond)
 		if snapshotDone() {
 			t.Logf("the snapshot finished after %d kills", i)
 			break
