@@ -308,19 +308,32 @@ func ParseEnd(b []byte) (*position.Position, error) {
 }
 
 // SnapshotRow reports whether an encoded message (a Value, or a line of the
-// file sink without its newline) is a row read by a snapshot: its "op" is
-// "r". Recovery scans use it to leave snapshot rows out of Partial. The
-// encoder writes "op" and then "ts_ms" right before the sluice block, so
-// the test looks only there: a row's values (before it) cannot fool it.
+// file sink without its newline) was written by a snapshot: a row read by
+// it ("op" is "r"), or the TRUNCATE TABLE event before a table read again
+// whole (a DDL event whose source.snapshot is "true"). Recovery scans use it
+// to leave such messages out of Partial. The encoder writes a row's "op"
+// and then "ts_ms" right before the sluice block, so for rows the test
+// looks only there (a row's values, before it, cannot fool it); a DDL
+// event starts with its source block, whose first fields (version,
+// connector, the quoted source name, ts_ms) come before "snapshot".
 func SnapshotRow(v []byte) bool {
 	i := bytes.LastIndex(v, metaMark)
 	if i < 0 {
 		return false
 	}
+	if rest, ok := bytes.CutPrefix(v, ddlMark); ok {
+		j := bytes.Index(rest, snapMark)
+		return j >= 0 && bytes.HasPrefix(rest[j+len(snapMark):], []byte(`"true"`))
+	}
 	head := bytes.TrimRight(v[:i], "0123456789")
 	head, ok := bytes.CutSuffix(head, []byte(`,"ts_ms":`))
 	return ok && bytes.HasSuffix(head, []byte(`,"op":"r"`))
 }
+
+var (
+	ddlMark  = []byte(`{"source":{`)
+	snapMark = []byte(`,"snapshot":`)
+)
 
 var metaMark = []byte(`,"sluice":{`)
 

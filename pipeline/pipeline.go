@@ -280,10 +280,21 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 	}
 	name := p.srcs[0].cfg.Name
 	sp := &pl.srcs[0]
-	if pl.snapshot || (!sp.saved && cp.Version > 0) {
-		// Inside a snapshot the re-read rows are new messages: number them
-		// after everything the sinks hold (snapshot rows after the last
-		// checkpoint may repeat; see docs/DELIVERY.md).
+	if pl.snapshot {
+		// Inside a snapshot the numbering is not deterministic: chunks
+		// fall between stream transactions where their watermarks are
+		// reached, differently on every run. So the source resumes by
+		// position, as with several sources: from the earliest of the
+		// transaction ends the sinks hold past the checkpoint (a sink
+		// holding more skips, by position, the stream transactions it
+		// has, and the part it has of one cut between batches); messages
+		// are numbered after everything the sinks hold. Snapshot rows
+		// delivered after the checkpoint's state are read again (see
+		// docs/DELIVERY.md); no stream transaction is.
+		pl.nextSeq = maxSeq + 1
+		return pl, p.planSources(cp, recs, &pl)
+	}
+	if !sp.saved && cp.Version > 0 {
 		pl.nextSeq = maxSeq + 1
 		return pl, nil
 	}
@@ -951,6 +962,8 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		snap := codec.SnapshotAuto
 		if t.SnapshotLast && i == n-1 {
 			snap = codec.SnapshotLast
+		} else if t.Snapshot && ch.Op == binlog.OpDDL {
+			snap = codec.SnapshotTrue // the TRUNCATE before a keyless table read again whole
 		}
 		bt.buf = bs.enc.AppendSnapshotChange(bt.buf, t, ch, snap)
 		// Replace the final "}\n" with the sluice block.
@@ -1128,7 +1141,7 @@ type writer struct {
 // positions as of the batch just written (ending at endSeq): its offset
 // must then stay behind, where the next recovery scan finds them.
 func (w *writer) ahead(i int, endSeq uint64) bool {
-	if len(w.p.srcs) == 1 {
+	if len(w.p.srcs) == 1 && w.pending == nil {
 		return w.skip[i] > endSeq
 	}
 	if w.pending == nil || w.pending[i] == nil {
@@ -1295,7 +1308,6 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	multi := len(w.p.srcs) > 1
 	for _, o := range bt.opened {
 		if w.pending != nil && w.pending[o.sink] != nil {
 			h := &w.pending[o.sink][o.src]
@@ -1358,7 +1370,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		}
 		w.dirty = true
 	}
-	if multi && len(w.cp.Opens) > 0 {
+	if len(w.cp.Opens) > 0 {
 		// Open transactions recorded by an older sluice: once every sink
 		// holds a batch whose source has moved past one's beginning, it
 		// has ended in every sink.

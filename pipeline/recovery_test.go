@@ -70,9 +70,11 @@ func TestRecoveryPartial(t *testing.T) {
 
 func TestSnapshotRow(t *testing.T) {
 	for v, want := range map[string]bool{
-		`{"before":null,"after":{"id":1},"source":{"snapshot":"true"},"op":"r","ts_ms":17,"sluice":{"seq":1,"epoch":1}}`:                       true,
-		`{"before":null,"after":{"j":{"op":"r","ts_ms":1}},"source":{"snapshot":"false"},"op":"c","ts_ms":17,"sluice":{"seq":1,"epoch":1}}`:    false,
-		`{"source":{"snapshot":"false"},"databaseName":"d","ddl":"x,\"op\":\"r\"","ts_ms":17,"sluice":{"seq":1,"epoch":1,"end":{"file":"f"}}}`: false,
+		`{"before":null,"after":{"id":1},"source":{"snapshot":"true"},"op":"r","ts_ms":17,"sluice":{"seq":1,"epoch":1}}`:                                          true,
+		`{"before":null,"after":{"j":{"op":"r","ts_ms":1}},"source":{"snapshot":"false"},"op":"c","ts_ms":17,"sluice":{"seq":1,"epoch":1}}`:                       false,
+		`{"source":{"snapshot":"false"},"databaseName":"d","ddl":"x,\"op\":\"r\"","ts_ms":17,"sluice":{"seq":1,"epoch":1,"end":{"file":"f"}}}`:                    false,
+		`{"source":{"name":"s","ts_ms":0,"snapshot":"true","db":"d"},"databaseName":"d","ddl":"TRUNCATE TABLE d.t","ts_ms":17,"sluice":{"seq":1,"epoch":1}}`:      true,
+		`{"source":{"name":"s","ts_ms":0,"snapshot":"false","db":"d"},"databaseName":"d","ddl":",\"snapshot\":\"true\"","ts_ms":17,"sluice":{"seq":1,"epoch":1}}`: false,
 		`{"op":"r","ts_ms":17}`: false,
 		``:                      false,
 	} {

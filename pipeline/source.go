@@ -174,10 +174,24 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 			if s.status != nil {
 				s.status(func(st *SourceStatus) { st.SnapshotBlocked = res.Blocked })
 			}
-			if err := out.streamFrom(ctx, res.Position); err != nil {
-				return err
-			}
 			deferred = res.Deferred
+			if len(deferred) == 0 {
+				if err := out.streamFrom(ctx, res.Position); err != nil {
+					return err
+				}
+			} else {
+				// The tables left to read while streaming are saved with
+				// the position, in one checkpoint: a crash before the
+				// first of their chunks resumes them (with the position
+				// alone, the restart would stream and never read them).
+				st := snapshot.State{Position: res.Position}
+				for _, d := range deferred {
+					st.Ranges = append(st.Ranges, snapshot.SavedRange{Schema: d.Schema, Table: d.Table, Where: d.Where})
+				}
+				if err := out.snapshotState(ctx, &st); err != nil {
+					return err
+				}
+			}
 			if mode == snapshot.ModeOnly && len(deferred) == 0 {
 				return nil
 			}
@@ -271,7 +285,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 			}
 			var state *snapshot.State
 			if len(left) > 0 {
-				state = &snapshot.State{Ranges: left}
+				state = &snapshot.State{Ranges: left, Tables: st.MarkTables()}
 			}
 			if err := out.snapshotState(ctx, state); err != nil {
 				return err

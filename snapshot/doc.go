@@ -27,6 +27,11 @@
 //     READ, held for milliseconds (Result.Blocked), and the Stream's
 //     watermarks are gtid_executed or, without GTIDs, rows written to a
 //     signal table (see Stream).
+//     A table without a key is read by the Stream whole, at one exact
+//     point, after a TRUNCATE TABLE event for it (consumers replace the
+//     table); Resume so finishes a consistent snapshot that a crash
+//     interrupted. The final row of a snapshot is marked last, exactly
+//     once (see Stream).
 //   - ChunkQuery, KeyArgs, CloneKey and SplitPoints read a table in key
 //     order by keyset pagination, in ranges that parallel readers can
 //     share and that resume after the last key read.

@@ -128,6 +128,10 @@ type TableProgress struct {
 type State struct {
 	Position position.Position `json:"position"`
 	Ranges   []SavedRange      `json:"ranges"`
+	// Tables ("db.table") are the snapshot's tables read before, one row
+	// of which is read again to carry the final "last" mark when the
+	// final chunk has no row (see Stream).
+	Tables []string `json:"tables,omitempty"`
 }
 
 // SavedRange is a key range still to read: keys after After up to UpTo.
@@ -137,6 +141,9 @@ type SavedRange struct {
 	Where  string          `json:"where,omitempty"`
 	After  json.RawMessage `json:"after,omitempty"`
 	UpTo   json.RawMessage `json:"up_to,omitempty"`
+	// MarkOnly: only one row is left to read, to carry the final "last"
+	// mark (see Stream).
+	MarkOnly bool `json:"mark_only,omitempty"`
 }
 
 // Result is what a finished snapshot tells the stream.
@@ -232,7 +239,9 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 			return Result{}, err
 		}
 		if cfg.Method == "watermark" || !isTransactional(info.Engine) {
-			if len(info.Key) == 0 {
+			// (An InnoDB table without a key is read whole by the Stream,
+			// at one point.)
+			if len(info.Key) == 0 && !isTransactional(info.Engine) {
 				return Result{}, fmt.Errorf("snapshot: %s (engine %s) has no primary or unique NOT NULL key: it can only be read while streaming with a key; add one, or convert it to InnoDB", name, info.Engine)
 			}
 			deferred = append(deferred, Deferred{Schema: db, Table: tbl, Where: cfg.Where[name]})
@@ -352,6 +361,12 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 			return nil
 		}
 		st := State{Position: res.Position}
+		for _, info := range infos {
+			if len(info.Key) > 0 {
+				st.Tables = append(st.Tables, info.Table.QualifiedName())
+			}
+		}
+		st.Tables = st.Tables[max(0, len(st.Tables)-maxMarkTables):]
 		for i, it := range items {
 			if finished[i] && (pending == nil || pending.item != i) {
 				continue
@@ -958,7 +973,8 @@ func startProgress(ctx context.Context, cfg *Config, ps []*tableProgress) (stop 
 
 // Resume queues the ranges an interrupted snapshot left on a Stream; the
 // Stream's reader must start at the state's position or at a later
-// position saved by the same consumer.
+// position saved by the same consumer. A table without a key is read
+// again whole, after a TRUNCATE TABLE event for it (see Stream).
 func Resume(ctx context.Context, s *Stream, st State) error {
 	for _, sr := range st.Ranges {
 		after, err := DecodeKey(sr.After)
@@ -969,7 +985,16 @@ func Resume(ctx context.Context, s *Stream, st State) error {
 		if err != nil {
 			return err
 		}
-		if err := s.AddRange(ctx, &Range{Schema: sr.Schema, Table: sr.Table, Where: sr.Where, After: after, UpTo: upTo}); err != nil {
+		// A table without a key (an interrupted consistent snapshot can
+		// leave one) is read again whole, replacing its rows (see Stream).
+		rg := &Range{Schema: sr.Schema, Table: sr.Table, Where: sr.Where, After: after, UpTo: upTo, markOnly: sr.MarkOnly}
+		if err := s.AddRange(ctx, rg); err != nil {
+			return err
+		}
+	}
+	for _, name := range st.Tables {
+		db, table, _ := strings.Cut(name, ".")
+		if err := s.addMarkTable(ctx, db, table); err != nil {
 			return err
 		}
 	}
@@ -980,7 +1005,7 @@ func Resume(ctx context.Context, s *Stream, st State) error {
 func (s *Stream) Saved() []SavedRange {
 	var out []SavedRange
 	for _, rg := range s.Remaining() {
-		out = append(out, SavedRange{Schema: rg.Schema, Table: rg.Table, Where: rg.Where, After: EncodeKey(rg.After), UpTo: EncodeKey(rg.UpTo)})
+		out = append(out, SavedRange{Schema: rg.Schema, Table: rg.Table, Where: rg.Where, After: EncodeKey(rg.After), UpTo: EncodeKey(rg.UpTo), MarkOnly: rg.markOnly})
 	}
 	return out
 }

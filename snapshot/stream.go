@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -52,8 +53,19 @@ import (
 //   - Tables of engines without transactions (MyISAM, Aria): the binlog
 //     positions before and after the SELECT (see open).
 //
-// It takes no lock; only the last case writes to the source. A table needs
-// a primary key or a unique NOT NULL key.
+// It takes no lock; only the last case writes to the source. A table
+// without a primary key or unique NOT NULL key has no key to match the
+// stream's changes with its rows: it is read whole, in one transaction at
+// one exact point (on MySQL started under the brief lock of a consistent
+// snapshot), after a TRUNCATE TABLE event that tells consumers to drop
+// what they hold of it (see wholeRead); it needs a transactional engine.
+//
+// The final row of what is queued carries Txn.SnapshotLast, exactly once:
+// a chunk reads one row beyond its size to know whether its range ends;
+// when the final chunk has no row left (an empty last table, or every row
+// changed while it was read), one row of a table read before is read again
+// to carry the mark (a harmless re-read: it is current as of its chunk).
+// Only when every table read is empty is no row marked.
 type Stream struct {
 	r     *binlog.Reader
 	cfg   StreamConfig
@@ -80,6 +92,16 @@ type Stream struct {
 	// (binlog_order_commits), and the next chunk needs no low watermark
 	// row of its own.
 	sinceMark bool
+	// whole is the table without a key being read whole, if any; held a
+	// transaction taken from the reader past its point, handed out after
+	// its rows.
+	whole *wholeRead
+	held  *binlog.Txn
+	// tables are the keyed tables read since the queue was last empty:
+	// where a row is read again to carry the final mark (see markLast);
+	// markTries counts those reads.
+	tables    []*Range
+	markTries int
 }
 
 // StreamConfig configures a Stream.
@@ -106,6 +128,8 @@ type Range struct {
 	After, UpTo   binlog.Row
 	info          *TableInfo
 	keyNames      []string
+	// markOnly reads one row, to carry the final mark (see Stream).
+	markOnly bool
 }
 
 // windowKind is how a chunk's watermarks are known (see Stream).
@@ -137,6 +161,7 @@ type window struct {
 	byKey             map[string]int
 	last              binlog.Row // key of the chunk's last row: where the range continues
 	complete          bool       // the chunk ended the range
+	more              bool       // a row beyond the chunk was seen
 	started           time.Time
 }
 
@@ -179,13 +204,16 @@ func (s *Stream) AddRange(ctx context.Context, rg *Range) error {
 	if err != nil {
 		return err
 	}
-	if len(info.Key) == 0 {
-		return fmt.Errorf("snapshot: %s.%s has no primary key and no unique NOT NULL key: it cannot be read while streaming (take a consistent snapshot instead)", rg.Schema, rg.Table)
+	if len(info.Key) == 0 && !isTransactional(info.Engine) {
+		return fmt.Errorf("snapshot: %s.%s has no primary key and no unique NOT NULL key, and its engine (%s) has no transactions: it cannot be read while streaming; add a key, or convert it to InnoDB", rg.Schema, rg.Table, info.Engine)
 	}
-	if isTransactional(info.Engine) {
+	if len(info.Key) > 0 && isTransactional(info.Engine) {
 		if s.markHasID, err = checkWatermark(c, s.srv, s.cfg.SignalTable, s.cfg.Source.Tables); err != nil {
 			return fmt.Errorf("reading %s.%s while streaming: %w", rg.Schema, rg.Table, err)
 		}
+	}
+	if len(info.Key) == 0 {
+		rg.After, rg.UpTo = nil, nil // (the key it was read by is gone): all of it
 	}
 	rg.info = info
 	rg.keyNames = nil
@@ -241,6 +269,9 @@ func checkWatermark(c *client.Conn, srv server, signal string, filter *binlog.Fi
 // Remaining returns the ranges not read yet, the current chunk's included.
 func (s *Stream) Remaining() []*Range {
 	var out []*Range
+	if s.whole != nil {
+		out = append(out, s.whole.rng)
+	}
 	if s.win != nil {
 		out = append(out, s.win.rng)
 	}
@@ -250,6 +281,10 @@ func (s *Stream) Remaining() []*Range {
 // Close closes the chunk connection (not the reader), taking out the
 // watermark row of a chunk not finished.
 func (s *Stream) Close() error {
+	if s.whole != nil {
+		s.whole.stop()
+		s.whole = nil
+	}
 	if s.conn != nil {
 		if s.win != nil && s.win.kind == byMark {
 			s.deleteMark(s.win)
@@ -299,22 +334,37 @@ func (s *Stream) connection(ctx context.Context) (*client.Conn, error) {
 // rows (Txn.Snapshot set) when one is reconciled.
 func (s *Stream) Next(ctx context.Context) (*binlog.Txn, error) {
 	for {
-		if s.win == nil && len(s.queue) > 0 && !s.midTxn {
+		if s.whole != nil {
+			txn, err := s.nextWhole(ctx)
+			if err != nil || txn != nil {
+				return txn, err
+			}
+		}
+		if s.whole == nil && s.held != nil {
+			txn := s.held
+			s.held = nil
+			return txn, nil
+		}
+		if s.win == nil && s.whole == nil && len(s.queue) > 0 && !s.midTxn {
 			if err := s.open(ctx); err != nil {
 				return nil, err
 			}
+			continue
 		}
-		if s.win != nil && s.reached() {
+		// A chunk goes out between whole transactions only, so that the
+		// messages of a transaction cut between batches follow each other
+		// (a recovery counts what a sink holds of one from its first).
+		if s.win != nil && !s.midTxn && s.reached() {
 			return s.close(), nil
 		}
 		wait, cancel := ctx, context.CancelFunc(func() {})
-		if s.win != nil {
+		if s.win != nil || s.whole != nil {
 			wait, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
 		}
 		txn, err := s.r.Next(wait)
 		cancel()
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && s.win != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && (s.win != nil || s.whole != nil) {
 				continue
 			}
 			return nil, err
@@ -325,6 +375,12 @@ func (s *Stream) Next(ctx context.Context) (*binlog.Txn, error) {
 			s.observe(txn)
 		}
 		s.takeMarks(txn)
+		if w := s.whole; w != nil && !w.reached && !txn.Begin.IsZero() && txn.Begin.Compare(w.pos) >= 0 {
+			// Past the whole read's point: it goes out after the rows.
+			s.held = txn
+			w.reached = true
+			continue
+		}
 		return txn, nil
 	}
 }
@@ -360,6 +416,12 @@ func (s *Stream) open(ctx context.Context) error {
 	if err := s.r.Ready(ctx); err != nil {
 		return err
 	}
+	if len(rg.info.Key) == 0 {
+		return s.openWhole(ctx, c, rg)
+	}
+	if !rg.markOnly {
+		s.markTable(rg)
+	}
 	kind := byPosition
 	if isTransactional(rg.info.Engine) && s.srv.flavor == position.MySQL {
 		kind = byMark
@@ -388,7 +450,7 @@ func (s *Stream) open(ctx context.Context) error {
 			continue
 		}
 		w.dropped = make([]bool, len(w.rows))
-		w.complete = len(w.rows) < s.cfg.ChunkRows
+		w.complete = !w.more || rg.markOnly
 		if len(w.rows) > 0 {
 			w.last = CloneKey(rg.info.Table, rg.info.Key, w.rows[len(w.rows)-1])
 		}
@@ -449,10 +511,20 @@ func (s *Stream) read(ctx context.Context, c *client.Conn, rg *Range, kind windo
 			return nil, err
 		}
 	}
-	query, args := ChunkQuery(t, rg.info.Key, rg.Where, rg.After, rg.UpTo, s.cfg.ChunkRows)
+	// One row beyond the chunk says whether the range goes on, so that
+	// the chunk that ends it is known (and marked) when it is read.
+	limit := s.cfg.ChunkRows + 1
+	if rg.markOnly {
+		limit = 1
+	}
+	query, args := ChunkQuery(t, rg.info.Key, rg.Where, rg.After, rg.UpTo, limit)
 	var arena rowArena
 	err = withContext(ctx, c, func() error {
 		return s.rd.scan(ctx, t, query, args, func(row binlog.Row) error {
+			if len(w.rows) == s.cfg.ChunkRows {
+				w.more = true
+				return nil
+			}
 			row = arena.clone(row)
 			w.byKey[keyString(t, rg.info.Key, row)] = len(w.rows)
 			w.rows = append(w.rows, row)
@@ -663,14 +735,89 @@ func (s *Stream) close() *binlog.Txn {
 			txn.Changes = append(txn.Changes, binlog.Change{Op: binlog.OpRead, Table: t, After: row, File: end.File, Pos: end.Offset, Row: len(txn.Changes)})
 		}
 	}
-	if !w.complete {
+	switch {
+	case !w.complete:
 		next := *w.rng
 		next.After = w.last
 		s.queue = append([]*Range{&next}, s.queue...)
-	} else if len(s.queue) == 0 {
-		txn.SnapshotLast = true
+	case w.rng.markOnly && len(w.rows) == 0:
+		// That table is empty now: try the one read before it.
+		s.tables = slices.DeleteFunc(s.tables, func(r *Range) bool { return r.Schema == w.rng.Schema && r.Table == w.rng.Table })
+		s.markLast(txn)
+	default:
+		s.markLast(txn)
 	}
 	return txn
+}
+
+// markTable notes a keyed table read, for markLast (the latest last).
+func (s *Stream) markTable(rg *Range) {
+	s.tables = slices.DeleteFunc(s.tables, func(t *Range) bool { return t.Schema == rg.Schema && t.Table == rg.Table })
+	s.tables = append(s.tables, &Range{Schema: rg.Schema, Table: rg.Table, Where: rg.Where, info: rg.info, keyNames: rg.keyNames})
+}
+
+// addMarkTable notes db.table, a table a snapshot resumed by Resume read
+// before, for markLast; a table without a key (or gone) is left out.
+func (s *Stream) addMarkTable(ctx context.Context, db, table string) error {
+	if slices.ContainsFunc(s.tables, func(t *Range) bool { return t.Schema == db && t.Table == table }) {
+		return nil
+	}
+	c, err := s.connection(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := Inspect(ctx, c, db, table)
+	if err != nil || len(info.Key) == 0 {
+		return nil // (a table dropped since, or without a key, is no candidate)
+	}
+	rg := &Range{Schema: db, Table: table, info: info}
+	for _, k := range info.Key {
+		rg.keyNames = append(rg.keyNames, info.Table.Columns[k].Name)
+	}
+	// Before the tables read by this Stream: those are more recent.
+	s.tables = append([]*Range{rg}, s.tables...)
+	if len(s.tables) > maxMarkTables {
+		s.tables = s.tables[len(s.tables)-maxMarkTables:]
+	}
+	return nil
+}
+
+// MarkTables names the keyed tables read last ("db.table", at most
+// maxMarkTables), for State.Tables.
+func (s *Stream) MarkTables() []string {
+	var out []string
+	for _, t := range s.tables[max(0, len(s.tables)-maxMarkTables):] {
+		out = append(out, t.Schema+"."+t.Table)
+	}
+	return out
+}
+
+// maxMarkTables bounds State.Tables: a few tables to read a row of again
+// for the final mark are enough, and the state is saved with every chunk.
+const maxMarkTables = 8
+
+// markLast marks txn, a chunk that ended its range, as holding the final
+// row when nothing else is queued; when it has no row to mark, it queues
+// the reading of one row of a keyed table read before (the last first).
+func (s *Stream) markLast(txn *binlog.Txn) {
+	if len(s.queue) > 0 {
+		return
+	}
+	if len(txn.Changes) > 0 {
+		txn.SnapshotLast = true
+		s.tables, s.markTries = nil, 0
+		return
+	}
+	if len(s.tables) == 0 || s.markTries >= 100 {
+		if s.markTries >= 100 {
+			s.cfg.Logger.Warn("snapshot: no row could be read to carry the final \"last\" mark (every one read was changed at once); the snapshot ends unmarked")
+		}
+		s.tables, s.markTries = nil, 0
+		return
+	}
+	s.markTries++
+	t := s.tables[len(s.tables)-1]
+	s.queue = append(s.queue, &Range{Schema: t.Schema, Table: t.Table, Where: t.Where, info: t.info, keyNames: t.keyNames, markOnly: true})
 }
 
 // keyString renders a row's key for comparison between the snapshot and
@@ -753,4 +900,155 @@ func isTransactional(engine string) bool {
 		return false
 	}
 	return true
+}
+
+// wholeRead is a table without a key read whole at one point while the
+// stream goes on (resuming an interrupted consistent snapshot): no key
+// lets a change in the stream be matched with a row read, so the table is
+// replaced instead. The read's transaction starts at an exact point Q
+// (MariaDB: its binlog_snapshot_position; MySQL: started under the lock a
+// consistent snapshot takes, see startConsistent); the stream hands out
+// everything before Q, then a TRUNCATE TABLE event for the table and the
+// rows read, then what follows Q. A consumer that applies the TRUNCATE (or
+// drops what it holds of the table at it) ends up with the table exactly.
+type wholeRead struct {
+	rng *Range
+	pos position.Position // Q
+	// reached: the stream has handed out everything before Q; marked:
+	// the TRUNCATE event went out; pending is the chunk read and not
+	// handed out yet (held back until the next one shows it is not the
+	// last).
+	reached, marked bool
+	pending         *binlog.Txn
+	chunks          chan wholeChunk
+	cancel          context.CancelFunc
+	done            chan struct{}
+}
+
+type wholeChunk struct {
+	txn *binlog.Txn
+	err error
+}
+
+// stop ends the read and waits for its goroutine.
+func (w *wholeRead) stop() {
+	w.cancel()
+	<-w.done
+}
+
+// openWhole starts reading rg, a table without a key, whole (see
+// wholeRead), on a connection of its own.
+func (s *Stream) openWhole(ctx context.Context, c *client.Conn, rg *Range) error {
+	t := rg.info.Table
+	cfg := Config{Source: s.cfg.Source, Parallel: 1, ChunkRows: s.cfg.ChunkRows, Logger: s.cfg.Logger,
+		Where: map[string]string{t.QualifiedName(): rg.Where}}
+	cfg.defaults()
+	for attempt := 0; ; attempt++ {
+		conns, res, err := startConsistent(ctx, &cfg, c, s.srv, []*TableInfo{rg.info})
+		if err != nil {
+			return fmt.Errorf("snapshot: reading %s again whole (it has no key): %w", t.QualifiedName(), err)
+		}
+		worker := conns[0]
+		// The stream must not have handed out a transaction after the
+		// point already (MariaDB: one in the binlog, not yet visible when
+		// the view opened): then take the point again.
+		if s.r.Delivered().Compare(res.Position) > 0 {
+			worker.Close()
+			if attempt == 500 {
+				return fmt.Errorf("snapshot: the stream of %s keeps running ahead of every point taken to read it whole; try again later", t.QualifiedName())
+			}
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		rd, err := newReader(worker)
+		if err != nil {
+			worker.Close()
+			return err
+		}
+		rctx, cancel := context.WithCancel(context.Background())
+		w := &wholeRead{rng: rg, pos: res.Position, chunks: make(chan wholeChunk), cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(w.done)
+			defer worker.Close()
+			err := readRange(rctx, rd, &cfg, rg.info, nil, nil, res.Position, func(txn *binlog.Txn, _ binlog.Row) error {
+				select {
+				case w.chunks <- wholeChunk{txn: txn}:
+					return nil
+				case <-rctx.Done():
+					return rctx.Err()
+				}
+			})
+			if err == nil {
+				rd.close()
+				worker.Execute("ROLLBACK")
+			}
+			if err != nil && rctx.Err() == nil {
+				select {
+				case w.chunks <- wholeChunk{err: err}:
+				case <-rctx.Done():
+				}
+			}
+			close(w.chunks)
+		}()
+		s.queue = s.queue[1:]
+		s.whole = w
+		s.cfg.Logger.Info("snapshot: reading a table without a key again whole, after a TRUNCATE TABLE event for it", "table", t.QualifiedName(), "position", res.Position.String())
+		return nil
+	}
+}
+
+// nextWhole returns the next output of the whole read: nil until the
+// stream has handed out everything before its point, then the TRUNCATE
+// event and the chunks; when the read is done it takes it off.
+func (s *Stream) nextWhole(ctx context.Context) (*binlog.Txn, error) {
+	w := s.whole
+	if !w.reached {
+		if s.r.Delivered().Compare(w.pos) < 0 || s.r.Pending() > 0 {
+			return nil, nil
+		}
+		w.reached = true
+	}
+	t := w.rng.info.Table
+	if !w.marked {
+		w.marked = true
+		return &binlog.Txn{Begin: w.pos, End: w.pos, Last: true, Snapshot: true, CommitTime: time.Now(),
+			Changes: []binlog.Change{{Op: binlog.OpDDL, Table: &binlog.Table{Schema: t.Schema, Name: t.Name}, Schema: t.Schema,
+				Query: "TRUNCATE TABLE " + quoteName(t.Schema, t.Name), File: w.pos.File, Pos: w.pos.Offset}}}, nil
+	}
+	for {
+		var c wholeChunk
+		var ok bool
+		select {
+		case c, ok = <-w.chunks:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if c.err != nil {
+			s.whole = nil
+			w.stop()
+			return nil, fmt.Errorf("snapshot: reading %s again whole: %w", t.QualifiedName(), c.err)
+		}
+		if ok {
+			prev := w.pending
+			w.pending = c.txn
+			if prev != nil {
+				return prev, nil
+			}
+			continue
+		}
+		// The read is done: its last chunk goes out (with the final mark
+		// when nothing else is queued).
+		s.whole = nil
+		w.stop()
+		txn := w.pending
+		if txn == nil {
+			txn = &binlog.Txn{Begin: w.pos, End: w.pos, Last: true, Snapshot: true, CommitTime: time.Now()}
+		}
+		s.markLast(txn)
+		return txn, nil
+	}
 }

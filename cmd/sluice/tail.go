@@ -84,6 +84,9 @@ func (p *printer) txn(t *binlog.Txn) error {
 		}
 		if t.SnapshotLast && i == len(t.Changes)-1 {
 			p.buf = p.enc.AppendSnapshotChange(p.buf[:0], t, ch, codec.SnapshotLast)
+		} else if t.Snapshot && ch.Op == binlog.OpDDL {
+			// The TRUNCATE before a table without a key read whole.
+			p.buf = p.enc.AppendSnapshotChange(p.buf[:0], t, ch, codec.SnapshotTrue)
 		} else {
 			p.buf = p.enc.AppendChange(p.buf[:0], t, ch)
 		}
@@ -316,7 +319,7 @@ func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTabl
 		}
 		var st *snapshot.State
 		if left := stream.Saved(); len(left) > 0 {
-			st = &snapshot.State{Ranges: left}
+			st = &snapshot.State{Ranges: left, Tables: stream.MarkTables()}
 		}
 		if err := saveCheckpoint(ctx, store, cp, pos, st); err != nil {
 			return err
