@@ -56,6 +56,23 @@ func readIDs(t *testing.T, r *binlog.Reader, seen map[int64]int, last int64) *bi
 	}
 }
 
+// failover kills the primary and promotes the replica; with move, the
+// address moves to the replica too.
+func (tp topology) failover(t *testing.T, move bool) {
+	t.Helper()
+	if err := tp.primary.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tp.replica.Promote(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if move {
+		if err := tp.addr.MoveTo(tp.replica.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (tp topology) reader(t *testing.T, mod func(*binlog.Config)) *binlog.Reader {
 	start := binlogEnd(t, tp.primary)
 	tables, _ := binlog.ParseFilter("shop.t")
@@ -87,15 +104,7 @@ func TestSourceFailover(t *testing.T) {
 		if before.End.Server != oldID {
 			t.Fatalf("a position of the primary names server %q, want %q", before.End.Server, oldID)
 		}
-		if err := tp.primary.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tp.replica.Promote(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := tp.addr.MoveTo(tp.replica.Addr()); err != nil {
-			t.Fatal(err)
-		}
+		tp.failover(t, true)
 		insert(t, tp.replica, 31, 60)
 		after := readIDs(t, r, seen, 60)
 		if len(seen) != 60 {
@@ -167,15 +176,7 @@ func TestSourceFailoverMissingTransactions(t *testing.T) {
 		insert(t, tp.primary, 11, 20)
 		seen := map[int64]int{}
 		last := readIDs(t, r, seen, 20)
-		if err := tp.primary.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tp.replica.Promote(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := tp.addr.MoveTo(tp.replica.Addr()); err != nil {
-			t.Fatal(err)
-		}
+		tp.failover(t, true)
 		insert(t, tp.replica, 100, 100)
 		nctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -291,12 +292,7 @@ func TestSourceFailoverAddressList(t *testing.T) {
 			t.Fatal(err)
 		}
 		died := time.Now()
-		if err := tp.primary.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		if err := tp.replica.Promote(ctx); err != nil {
-			t.Fatal(err)
-		}
+		tp.failover(t, false)
 		promoted := time.Now()
 		insert(t, tp.replica, 21, 40)
 		readIDs(t, r, seen, 21)
