@@ -865,6 +865,11 @@ type batch struct {
 	commit     time.Time
 	read       []time.Time
 	inSnapshot bool
+	// fixesStart: the batch records a start position the reader fixed
+	// (streamFrom). It is written and checkpointed before any later batch:
+	// merged with the batches after it, a crash during their write left
+	// no checkpoint of the start, and the restart began at a newer one.
+	fixesStart bool
 }
 
 // opened says that the transaction sink's hold of source src names
@@ -1092,6 +1097,7 @@ func (b *builder) streamFrom(ctx context.Context, si int, pos position.Position)
 	bt.snaps = append(bt.snaps, srcSnap{si, nil})
 	bt.ends[si] = pos
 	bt.endSeq, bt.hasEnd = b.nextSeq-1, true
+	bt.fixesStart = true
 	return b.flush(ctx)
 }
 
@@ -1253,7 +1259,7 @@ func (w *writer) run(ctx context.Context) error {
 // (and syncs) them together: group commit, which keeps latency low under
 // a steady load of small transactions.
 func (w *writer) gather(bt *batch) (_ *batch, closed bool) {
-	for bt.encoded < 4*w.p.cfg.BatchBytes {
+	for bt.encoded < 4*w.p.cfg.BatchBytes && !bt.fixesStart {
 		select {
 		case nb, ok := <-w.in:
 			if !ok {
@@ -1289,6 +1295,7 @@ func (bt *batch) merge(nb *batch) {
 	bt.held = bt.held || nb.held
 	bt.wm = max(bt.wm, nb.wm)
 	bt.inSnapshot = bt.inSnapshot || nb.inSnapshot
+	bt.fixesStart = bt.fixesStart || nb.fixesStart
 }
 
 func (w *writer) finish(ctx context.Context) error {
@@ -1416,7 +1423,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	st.buffered.Add(-int64(bt.size))
 	// During a snapshot every batch is checkpointed: re-read rows cannot be
 	// told apart from new ones, so the window of repeats is kept short.
-	force := bt.inSnapshot || len(bt.snaps) > 0
+	force := bt.inSnapshot || len(bt.snaps) > 0 || bt.fixesStart
 	select {
 	case w.free <- bt:
 	default:
