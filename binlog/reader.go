@@ -731,7 +731,7 @@ func (r *Reader) recheckServer() error {
 	}
 	r.tls = tlsCfg
 	defer c.Close()
-	defer context.AfterFunc(r.ctx, func() { c.Close() })()
+	defer cutOnDone(r.ctx, c)()
 	r.rtt = roundTrip(c)
 	r.rttNs.Store(int64(r.rtt))
 	info, err := preflight(c, r.cfg.ServerID, r.log())
@@ -795,7 +795,7 @@ func (r *Reader) prepare() error {
 	defer c.Close()
 	// Closing the reader cuts the checks' queries (a stalled link would
 	// hold them for ever).
-	defer context.AfterFunc(r.ctx, func() { c.Close() })()
+	defer cutOnDone(r.ctx, c)()
 	r.tls = tlsCfg
 	r.rtt = roundTrip(c)
 	r.rttNs.Store(int64(r.rtt))
@@ -1244,6 +1244,15 @@ func (r *Reader) stream() (delivered bool, err error) {
 		r.skip = skipState{gtid: r.asm.gtid, begin: r.asm.begin, changes: r.asm.delivered, chunk: r.asm.chunk}
 	}
 	return h.delivered, r.classify(err)
+}
+
+// cutOnDone closes c's socket when ctx ends, since go-mysql's queries take
+// no context; it returns the function that stops that. (The socket, not
+// c: closing c writes its state, which a query running on another
+// goroutine uses.)
+func cutOnDone(ctx context.Context, c *client.Conn) func() bool {
+	raw := c.Conn.Conn
+	return context.AfterFunc(ctx, func() { raw.Close() })
 }
 
 // roundTrip times one query on c: the link's round trip, which scales the
