@@ -296,6 +296,15 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 	}
 	if !sp.saved && cp.Version > 0 {
 		pl.nextSeq = maxSeq + 1
+		if maxSeq > cp.LastSeq {
+			// The sinks hold messages past a checkpoint that has no
+			// position yet: the process died after writing the first
+			// batches (a snapshot's rows, its last one carrying the
+			// snapshot's position) and before their checkpoint. Resume by
+			// position from what the sinks hold, as inside a snapshot;
+			// starting over would read the whole snapshot again.
+			return pl, p.planSources(cp, recs, &pl)
+		}
 		return pl, nil
 	}
 	// Each sink's own resume point: its last transaction end past the
