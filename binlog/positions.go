@@ -61,6 +61,33 @@ func binlogStatus(c *client.Conn, v ServerVersion) (position.Position, error) {
 	return p, nil
 }
 
+// ServerIdentity returns what names the server behind c in positions
+// (position.Position.Server): MySQL's server_uuid, MariaDB's server_id.
+func ServerIdentity(c *client.Conn) (string, error) {
+	v, err := ParseServerVersion(c.GetServerVersion())
+	if err != nil {
+		return "", err
+	}
+	if v.mysql() {
+		return mysqlServerUUID(c)
+	}
+	rs, err := c.Execute("SELECT @@server_id")
+	if err != nil {
+		return "", fmt.Errorf("binlog: reading server_id: %w", brief(err))
+	}
+	defer rs.Close()
+	return resultString(rs, 0, 0), nil
+}
+
+func mysqlServerUUID(c *client.Conn) (string, error) {
+	rs, err := c.Execute("SELECT @@server_uuid")
+	if err != nil {
+		return "", fmt.Errorf("binlog: reading server_uuid: %w", brief(err))
+	}
+	defer rs.Close()
+	return resultString(rs, 0, 0), nil
+}
+
 // CurrentPosition returns the server's current end of binlog as a whole
 // position: file, offset, and the GTID state there, consistent with each
 // other, in the server's flavor.

@@ -653,7 +653,7 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv s
 		res.Method = "consistent-snapshot"
 		res.Position, err = snapshotPosition(workers[0])
 		if err == nil {
-			res.Position.Flavor = position.MariaDB
+			res.Position.Flavor, res.Position.Server = position.MariaDB, srv.identity
 			res.Position.GTIDs, err = binlog.GTIDAt(coord, res.Position)
 		}
 	}

@@ -152,6 +152,11 @@ func snapshotUnderWrites(t *testing.T, flavor position.Flavor, parallel int, met
 	if res.Method != method || !lastSeen || res.Position.GTIDs == "" || res.Position.Flavor != flavor {
 		t.Fatalf("result %+v (last chunk marked: %v)", res, lastSeen)
 	}
+	// The position names its server, so that a resume on another one (a
+	// failover) is noticed.
+	if id, err := db.ServerUUID(context.Background()); err != nil || res.Position.Server != id {
+		t.Errorf("the snapshot's position names server %q, want %q (%v)", res.Position.Server, id, err)
+	}
 	locked := res.Method != "consistent-snapshot"
 	if locked != (res.Blocked > 0) {
 		t.Errorf("writers blocked for %v by method %s", res.Blocked, res.Method)
