@@ -712,8 +712,23 @@ func (r *Reader) loop() error {
 			return nil
 		}
 		backoff = min(backoff*2, r.cfg.MaxBackoff)
-		if err := r.recheckServer(); err != nil {
-			return err
+		for {
+			err := r.recheckServer()
+			if err == nil {
+				break
+			}
+			if !retryable(err) {
+				return err
+			}
+			// The server went away while it was being checked (a primary
+			// dying during a failover): check again.
+			r.log().Warn("binlog: checking the source's server failed; trying again", "server", r.cfg.Addr, "in", backoff, "error", brief(err).Error())
+			select {
+			case <-time.After(backoff):
+			case <-r.ctx.Done():
+				return nil
+			}
+			backoff = min(backoff*2, r.cfg.MaxBackoff)
 		}
 	}
 }
@@ -765,7 +780,7 @@ func retryable(err error) bool {
 	}
 	if errors.Is(err, ErrPurged) || errors.Is(err, ErrPositionUnknown) || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrSchemaMismatch) ||
 		errors.Is(err, ErrServerConfig) || errors.Is(err, ErrPrivilege) || errors.Is(err, ErrReplaced) || errors.Is(err, errHandler) ||
-		errors.Is(err, ErrStatementChange) || errors.Is(err, ErrUnsupportedEvent) {
+		errors.Is(err, ErrStatementChange) || errors.Is(err, ErrUnsupportedEvent) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrNoFailover) {
 		return false
 	}
 	var myErr *mysql.MyError
@@ -936,12 +951,9 @@ func preflight(c *client.Conn, serverID uint32, log *slog.Logger) (ServerInfo, e
 	info.Identity = strconv.FormatUint(sid, 10)
 	rs.Close()
 	if v.mysql() {
-		rs, err := c.Execute("SELECT @@server_uuid")
-		if err != nil {
-			return info, fmt.Errorf("binlog: reading server_uuid: %w", brief(err))
+		if info.Identity, err = mysqlServerUUID(c); err != nil {
+			return info, err
 		}
-		info.Identity = resultString(rs, 0, 0)
-		rs.Close()
 	}
 	// binlog_format is deprecated on MySQL since 8.0.34 (reading it warns);
 	// a release without it logs ROW only.
