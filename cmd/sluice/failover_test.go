@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
@@ -83,5 +86,110 @@ func TestRunSourceFailover(t *testing.T) {
 			t.Fatalf("sluice run after SIGTERM: %v\n%s", err, log.String())
 		}
 		e.checkAll(t, 100)
+	})
+}
+
+// TestHAFailoverSourceFailover: a two-source pipeline run by two HA
+// replicas, under continuous writes to both sources. The first source is
+// a primary with a GTID replica, listed as `primary,replica`; sluice
+// streams from the primary through a link 100 ms slower than the replica's,
+// so that whatever sluice has read the replica has received. The primary
+// is killed -9 under load and the replica promoted (after applying what
+// it received); the writer goes on there, numbering after the last
+// transaction the replica has (what it never received is lost by the
+// database, as without semi-synchronous replication). The leading sluice
+// goes on from the replica by GTID; then the leader is killed and its
+// successor resumes from the checkpoint and the sinks, whose positions
+// name either server. Every sink holds exactly the transactions of each
+// source's surviving server, each once, in order.
+func TestHAFailoverSourceFailover(t *testing.T) {
+	bin := buildSluice(t)
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		ctx := context.Background()
+		s := newShardsEnv(t, bin, []position.Flavor{f, f})
+		primary := s.dbs[0]
+		replica := testenv.StartT(t, testenv.Options{Flavor: f, ServerID: 10})
+		if err := replica.ReplicateFrom(ctx, primary); err != nil {
+			t.Fatal(err)
+		}
+		link := testenv.NewFaultProxy(t, primary.Addr())
+		s.urls = map[int]string{0: strings.Replace(primary.URL(), primary.Addr(), link.Addr()+","+replica.Addr(), 1)}
+		s.pace = 20 * time.Millisecond // the load stays below what sluice delivers under -race
+		promoted := make(chan struct{})
+		s.onWriteError = func(i int, err error) error {
+			if i != 0 {
+				return err
+			}
+			select {
+			case <-promoted:
+				return nil // the writer was moved to the replica
+			case <-time.After(60 * time.Second):
+				return fmt.Errorf("a write to the first source failed and no failover followed: %w", err)
+			}
+		}
+		h := withReplicas(t, s.runEnv, "shards", 2, func(extra string) { s.writeConfig(t, extra) })
+		for _, r := range h.reps {
+			r.start(t, h.bin)
+		}
+		lead, epoch := h.leader(t, 30*time.Second)
+		s.waitSources(t, []int{20, 20}, h.logs())
+		// Slower than the replica's own link from now on.
+		if err := link.SetLatency(100 * time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		stop := s.load(t)
+		// Streaming from the primary (the file sink is the quickest to read;
+		// reading every sink while the load goes on is slower than it).
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			evs, err := s.readers["file"]()
+			if err == nil && countSource(evs, "db1") >= 60 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the file sink lacks the first source's streamed rows after 60 s:\n%s", tailLines(h.logs().String(), 40))
+			}
+		}
+
+		time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond)
+
+		if err := primary.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := replica.Promote(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lost, err := s.writers[0].MoveTo(ctx, replica)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.dbs[0] = replica
+		close(promoted)
+		t.Logf("primary killed after %s; the promoted replica lacks %d of the writer's transactions", s.progress(), lost)
+
+		time.Sleep(time.Duration(1000+rand.IntN(1000)) * time.Millisecond)
+		lead.kill()
+		next, e2 := h.leader(t, 15*time.Second)
+		if e2 <= epoch {
+			t.Fatalf("the new epoch %d is not above the old %d", e2, epoch)
+		}
+		t.Logf("after %s: replica-%d killed, replica-%d leads with epoch %d", s.progress(), lead.n, next.n, e2)
+		lead.start(t, h.bin)
+		time.Sleep(time.Second)
+
+		totals := stop()
+		s.waitSources(t, totals, h.logs())
+		for _, r := range h.reps {
+			r.kill()
+		}
+		logs := h.logs().String()
+		if !strings.Contains(logs, "another server than the saved position's") {
+			t.Errorf("no replica logged that the first source is another server:\n%s", tailLines(logs, 60))
+		}
+		// The failover is the reader's to handle: no replica stops for it.
+		if i := strings.Index(logs, "\nsluice: "); i >= 0 {
+			line, _, _ := strings.Cut(logs[i+1:], "\n")
+			t.Errorf("a replica stopped with an error: %s", line)
+		}
+		s.checkSources(t, totals, h.logs())
 	})
 }

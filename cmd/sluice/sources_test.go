@@ -30,6 +30,15 @@ type shardsEnv struct {
 	writers []*workload.Writer
 	kafka   string
 	redis   string
+	// urls overrides the URL of source i when set (an address list).
+	urls map[int]string
+	// onWriteError, when set, is asked about a failed write of source i:
+	// nil means go on writing (after a database failover), an error ends
+	// the load with it.
+	onWriteError func(i int, err error) error
+	// pace, when set, is the pause between a source's transactions (0:
+	// 0-3 ms, as fast as the servers take them).
+	pace time.Duration
 }
 
 // newShardsEnv starts the servers, one of each of flavors (db1, db2),
@@ -84,7 +93,11 @@ func (s *shardsEnv) writeConfig(t *testing.T, extra string) {
 	t.Helper()
 	var srcs []string
 	for i, db := range s.dbs {
-		srcs = append(srcs, fmt.Sprintf("  - name: db%d\n    url: %s\n    server_id: %d\n    tables: [app.*]\n    snapshot: {chunk_rows: 10}", i+1, db.URL(), 911+i))
+		url := db.URL()
+		if u, ok := s.urls[i]; ok {
+			url = u
+		}
+		srcs = append(srcs, fmt.Sprintf("  - name: db%d\n    url: %s\n    server_id: %d\n    tables: [app.*]\n    snapshot: {chunk_rows: 10}\n    catch_up_wait: 5s", i+1, url, 911+i))
 	}
 	cfg := fmt.Sprintf(`pipeline: shards
 sources:
@@ -162,11 +175,18 @@ func (s *shardsEnv) load(t *testing.T) func() []int {
 				} else {
 					err = w.Txns(ctx, 1+rand.IntN(3))
 				}
+				if err != nil && s.onWriteError != nil {
+					err = s.onWriteError(i, err)
+				}
 				if err != nil {
 					errs[i] = err
 					return
 				}
-				time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond)
+				if s.pace > 0 {
+					time.Sleep(s.pace)
+				} else {
+					time.Sleep(time.Duration(rand.IntN(4)) * time.Millisecond)
+				}
 			}
 		}()
 	}

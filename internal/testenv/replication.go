@@ -170,9 +170,15 @@ func (m *Server) StartReplication(ctx context.Context) error {
 	return m.Exec(ctx, stmt)
 }
 
-// Promote makes the replica m a primary, as a failover does: replication
-// stopped and its configuration removed, writes allowed.
+// Promote makes the replica m a primary, as a failover tool does: the
+// receiver stopped, every transaction it received applied (up to 30 s),
+// replication stopped and its configuration removed, writes allowed.
+// What the replica never received is lost, as it is in production without
+// semi-synchronous replication.
 func (m *Server) Promote(ctx context.Context) error {
+	if err := m.applyReceived(ctx); err != nil {
+		return fmt.Errorf("testenv: promoting %s: %w", m.name(), err)
+	}
 	stmts := []string{"STOP REPLICA", "RESET REPLICA ALL"}
 	if m.Flavor == position.MariaDB {
 		stmts = []string{"STOP SLAVE", "RESET SLAVE ALL"}
@@ -180,6 +186,47 @@ func (m *Server) Promote(ctx context.Context) error {
 	stmts = append(stmts, "SET GLOBAL read_only = OFF")
 	if err := m.Exec(ctx, stmts...); err != nil {
 		return fmt.Errorf("testenv: promoting %s: %w", m.name(), err)
+	}
+	return nil
+}
+
+// applyReceived stops the replica's receiver and waits until its applier
+// has applied every transaction received (MySQL's
+// RECEIVED_TRANSACTION_SET, MariaDB's Gtid_IO_Pos).
+func (m *Server) applyReceived(ctx context.Context) error {
+	stop, query := "STOP REPLICA IO_THREAD", "SELECT RECEIVED_TRANSACTION_SET FROM performance_schema.replication_connection_status"
+	wait := "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, 30)" // 0 when applied, 1 on timeout
+	if m.Flavor == position.MariaDB {
+		stop, query = "STOP SLAVE IO_THREAD", "SHOW SLAVE STATUS"
+		wait = "SELECT MASTER_GTID_WAIT(?, 30)" // 0 when applied, -1 on timeout
+	}
+	if err := m.Exec(ctx, stop); err != nil {
+		return err
+	}
+	rs, err := m.Query(ctx, query)
+	if err != nil {
+		return err
+	}
+	var received string
+	if rs.RowNumber() > 0 {
+		if m.Flavor == position.MariaDB {
+			received, _ = rs.GetStringByName(0, "Gtid_IO_Pos")
+		} else {
+			received, _ = rs.GetString(0, 0)
+		}
+	}
+	rs.Close()
+	received = strings.TrimSpace(received)
+	if received == "" {
+		return nil
+	}
+	rs, err = m.Query(ctx, wait, received)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	if r, _ := rs.GetInt(0, 0); r != 0 {
+		return fmt.Errorf("the applier has not applied the received transactions %s after 30 s", received)
 	}
 	return nil
 }

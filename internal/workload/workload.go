@@ -44,6 +44,24 @@ func (w *Writer) N() int {
 	return w.n
 }
 
+// MoveTo makes the writer write to db from now on, as a client does after
+// a failover, and numbers its next transaction after the last one db has
+// (transactions the old server committed and db never received are lost,
+// and their numbers are given again). It returns how many were lost.
+func (w *Writer) MoveTo(ctx context.Context, db *testenv.Server) (lost int, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rs, err := db.Query(ctx, "SELECT COALESCE(MAX(n), 0) FROM app.log")
+	if err != nil {
+		return 0, err
+	}
+	defer rs.Close()
+	last, _ := rs.GetInt(0, 0)
+	lost = w.n - int(last) // negative when db has one the writer saw fail
+	w.DB, w.n = db, int(last)
+	return lost, nil
+}
+
 // Txns commits count transactions.
 func (w *Writer) Txns(ctx context.Context, count int) error {
 	w.mu.Lock()
