@@ -599,12 +599,12 @@ func testHAPartition(t *testing.T, flavor position.Flavor) {
 }
 
 // haFaults is how many faults the chaos test injects: SLUICE_HA_FAULTS,
-// or 8 (make chaos: 50).
+// or 5 (make chaos: 50; make test has a time budget).
 func haFaults() int {
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_HA_FAULTS")); err == nil && n > 0 {
 		return n
 	}
-	return 8
+	return 5
 }
 
 // TestHAChaos: three replicas under continuous writes and random faults
