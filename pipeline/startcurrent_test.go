@@ -212,7 +212,7 @@ func startCurrentCrash(t *testing.T, shards []*shard) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer fs2.Close()
+	t.Cleanup(func() { fs2.Close() }) // after the run's cleanup has stopped it
 	second, _ := run(fs2, &store.FileStore)
 	second.waitStreaming(t)
 	time.Sleep(300 * time.Millisecond)
