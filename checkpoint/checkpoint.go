@@ -45,6 +45,13 @@ type Checkpoint struct {
 	// Snapshots holds, per source of a pipeline with several sources (and
 	// for every source of `sluice run`), that source's unfinished snapshot.
 	Snapshots map[string]json.RawMessage `json:"snapshots,omitempty"`
+	// LastMarks holds, per source with an unfinished snapshot, the
+	// sequence number of the row marked `"snapshot":"last"` once a batch
+	// holding it is being written: saved before that write, so that a
+	// restart after it (the sinks hold the row, the checkpoint does not
+	// cover it) does not mark the re-read rows again. Dropped with the
+	// snapshot's state.
+	LastMarks map[string]uint64 `json:"last_marks,omitempty"`
 	// Opens names the transactions that sinks may hold only part of, as an
 	// older sluice recorded them (large transactions of a pipeline with
 	// several sources, recorded before a batch that ends inside one was

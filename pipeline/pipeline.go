@@ -190,6 +190,9 @@ type plan struct {
 	// already holds (several sources only; nil when none).
 	holds    [][]hold
 	snapshot bool // a checkpoint inside a snapshot: no seq skipping
+	// noLast says, per source, that every sink holds its resumed
+	// snapshot's `last` row: the rows read again are not marked again.
+	noLast []bool
 	// pins are the partly written transactions, oldest first: each must be
 	// written again before any other source's, so that in the sink holding
 	// its first part the rest follows at once (what a sink holds of it is
@@ -268,6 +271,27 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 		recs[i] = rec
 		maxSeq = max(maxSeq, rec.MaxSeq)
 		p.log.Info("sink recovered", "sink", s.Name(), "max_seq", rec.MaxSeq, "offset", rec.Offset, "checkpoint_seq", cp.LastSeq)
+	}
+	pl.noLast = make([]bool, len(p.srcs))
+	for si, s := range p.srcs {
+		seq, ok := cp.LastMarks[s.cfg.Name]
+		if !ok || pl.srcs[si].resume == nil {
+			continue
+		}
+		var holding []string
+		for i, rec := range recs {
+			if rec.MaxSeq >= seq {
+				holding = append(holding, p.cfg.Sinks[i].Name())
+			}
+		}
+		switch len(holding) {
+		case len(recs):
+			pl.noLast[si] = true
+			p.log.Info("the sinks hold the snapshot's last row (marked last) beyond the checkpoint: the rows read again are not marked again", "source", s.cfg.Name, "seq", seq)
+		case 0:
+		default:
+			p.log.Warn("some sinks hold the snapshot's last row (marked last) beyond the checkpoint, others do not: the row read again is marked again, and those sinks see the mark twice", "source", s.cfg.Name, "seq", seq, "holding", strings.Join(holding, ","))
+		}
 	}
 	pl.skip = make([]uint64, len(recs))
 	pl.offsets = make([]string, len(recs))
@@ -576,6 +600,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	w := newWriter(p, &cp, epoch, pl)
 	m := newMerger(p)
 	m.b = newBuilder(p, w, epoch, pl.nextSeq, pl.holds)
+	m.b.noLast = pl.noLast
 	m.pins = pl.pins
 	p.merger.Store(m)
 	defer p.merger.Store(nil)
@@ -874,6 +899,8 @@ type batch struct {
 	commit     time.Time
 	read       []time.Time
 	inSnapshot bool
+	// lastMarks are the rows of the batch marked `"snapshot":"last"`.
+	lastMarks []srcSeq
 	// fixesStart: the batch records a start position the reader fixed
 	// (streamFrom). It is written and checkpointed before any later batch:
 	// merged with the batches after it, a crash during their write left
@@ -886,6 +913,11 @@ type batch struct {
 type opened struct {
 	sink, src int
 	begin     position.Position
+}
+
+type srcSeq struct {
+	src int
+	seq uint64
 }
 
 type srcSnap struct {
@@ -908,6 +940,8 @@ type builder struct {
 	holds [][]hold
 	// wm is the emitted watermark when the last chunk was handed over.
 	wm int64
+	// noLast: see plan.noLast (consumed by the first row it unmarks).
+	noLast []bool
 }
 
 // builderSource is one source's encoder and its constant metadata.
@@ -939,7 +973,7 @@ func (b *builder) batch() *batch {
 	select {
 	case bt := <-b.w.free: // a written batch's memory, reused
 		clear(bt.ends)
-		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends, snaps: bt.snaps[:0], opened: bt.opened[:0]}
+		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends, snaps: bt.snaps[:0], opened: bt.opened[:0], lastMarks: bt.lastMarks[:0]}
 		b.cur = bt
 	default:
 		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2), ends: make([]position.Position, len(b.srcs))}
@@ -975,7 +1009,13 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		v0 := len(bt.buf)
 		snap := codec.SnapshotAuto
 		if t.SnapshotLast && i == n-1 {
-			snap = codec.SnapshotLast
+			if si < len(b.noLast) && b.noLast[si] {
+				// Read again after a restart; the sinks hold it marked.
+				b.noLast[si] = false
+			} else {
+				snap = codec.SnapshotLast
+				bt.lastMarks = append(bt.lastMarks, srcSeq{si, seq})
+			}
 		} else if t.Snapshot && ch.Op == binlog.OpDDL {
 			snap = codec.SnapshotTrue // the TRUNCATE before a keyless table read again whole
 		}
@@ -1298,6 +1338,7 @@ func (bt *batch) merge(nb *batch) {
 	}
 	bt.snaps = append(bt.snaps, nb.snaps...)
 	bt.opened = append(bt.opened, nb.opened...)
+	bt.lastMarks = append(bt.lastMarks, nb.lastMarks...)
 	if !nb.commit.IsZero() {
 		bt.commit = nb.commit
 	}
@@ -1328,6 +1369,21 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		if w.pending != nil && w.pending[o.sink] != nil {
 			h := &w.pending[o.sink][o.src]
 			h.openBegin, h.openSeen = o.begin, true
+		}
+	}
+	if len(bt.lastMarks) > 0 {
+		// The snapshot's last row goes out: the checkpoint says so first,
+		// so that a restart finding it in every sink does not mark the
+		// rows it reads again.
+		if w.cp.LastMarks == nil {
+			w.cp.LastMarks = map[string]uint64{}
+		}
+		for _, lm := range bt.lastMarks {
+			w.cp.LastMarks[w.p.srcs[lm.src].cfg.Name] = lm.seq
+		}
+		w.dirty = true
+		if err := w.save(ctx, true); err != nil {
+			return err
 		}
 	}
 	sinks := w.p.cfg.Sinks
@@ -1374,6 +1430,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		name := w.p.srcs[sn.src].cfg.Name
 		if sn.st == nil {
 			delete(w.cp.Snapshots, name)
+			delete(w.cp.LastMarks, name)
 		} else {
 			raw, err := json.Marshal(sn.st)
 			if err != nil {

@@ -95,6 +95,12 @@ func Run(t *testing.T, tg Target) {
 				}
 				fenced(t, tg, nsrc, b0, b1)
 			})
+			t.Run("fenced-at-recovery", func(t *testing.T) {
+				if tg.NoFencing != "" {
+					t.Skip(tg.NoFencing)
+				}
+				fencedAtRecovery(t, tg, nsrc, b0, b1)
+			})
 			if tg.Cut != nil {
 				t.Run("outage", func(t *testing.T) { outage(t, tg, nsrc, b0, b1, b2) })
 			}
@@ -193,11 +199,6 @@ func empty(t *testing.T, tg Target, nsrc int) {
 // fenced: once a newer leader has recovered and written, a writer with the
 // older epoch cannot write, and cannot recover with its old epoch; what
 // the new leader wrote is intact.
-//
-// (Between the new leader's recovery and its first write, the NATS sink
-// still takes an old writer's batch: its fence is the stream's expected
-// last sequence and the epochs of the messages there. That window is the
-// fencing work of issue 13, on the sinks' write paths.)
 func fenced(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Message) {
 	ns := fmt.Sprintf("f%d-%d", nsrc, time.Now().UnixNano()%1e6)
 	old := tg.Open(t, ns)
@@ -220,6 +221,36 @@ func fenced(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Message) {
 	// The new leader writes on; the stale write left nothing.
 	write(t, leader, 2, b1[n:])
 	Check(t, "after the new leader wrote", recoverAt(t, leader, 2, off), tg.expect(b0, b1))
+}
+
+// fencedAtRecovery: once a newer leader has recovered, before it writes
+// anything, a write of the older epoch is refused (pipeline.ErrFenced) and
+// leaves nothing (a leader paused past its lease, woken up between its
+// successor's recovery and first write); the new leader's first write then
+// lands right after what it recovered.
+func fencedAtRecovery(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Message) {
+	ns := fmt.Sprintf("r%d-%d", nsrc, time.Now().UnixNano()%1e6)
+	old := tg.Open(t, ns)
+	defer old.Close()
+	off := start(t, old, 1, b0)
+	leader := tg.Open(t, ns)
+	defer leader.Close()
+	Check(t, "the new leader's recovery", recoverAt(t, leader, 2, off), tg.expect(b0, nil))
+	_, err := old.Write(ctxFor(t), &pipeline.Batch{Epoch: 1, Messages: Stamp(b1, 1)})
+	if !errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("a write of epoch 1 after epoch 2 recovered: %v, want pipeline.ErrFenced", err)
+	}
+	write(t, leader, 2, b1)
+	Check(t, "after the new leader wrote", recoverAt(t, leader, 2, off), tg.expect(b0, b1))
+	if tg.Held != nil {
+		var want []uint64
+		for _, m := range slices.Concat(b0, b1) {
+			want = append(want, m.Seq)
+		}
+		if held := tg.Held(t, ns); !slices.Equal(held, want) {
+			t.Fatalf("the sink holds seqs %v, want %v (each once, in order)", held, want)
+		}
+	}
 }
 
 // outage: the connection is cut at a byte of a batch's write (a sweep over

@@ -32,6 +32,11 @@
 // and no further. A zombie leader whose stream has moved on writes
 // nothing, and its Write fails with pipeline.ErrFenced when the stream's
 // last message carries a higher epoch (with a retryable error otherwise).
+// Recover moves the stream on itself: unless the stream already ends with
+// a message of its epoch, it appends a fence message (HeaderFence: headers
+// only, an empty body) expecting the last sequence its scan saw, and scans
+// again if that is refused. So an older leader is fenced from the moment a
+// newer one has recovered, not only once it has written.
 //
 // Expected-last-sequence alone would not do: once a message is refused,
 // the later ones of the same pipelined batch expect sequences that the
@@ -43,5 +48,6 @@
 // Recover reads the headers (no data) of every message after the offset
 // with an ordered consumer, reports them to the pipeline, and refuses with
 // pipeline.ErrFenced if any, or the stream's last message, has a higher
-// epoch than its own.
+// epoch than its own; then it fences the stream (above). The scan skips
+// fence messages.
 package nats

@@ -25,6 +25,16 @@ const (
 	errCodeSubjectOverlap = 10065
 )
 
+// HeaderFence marks a fence message: headers only (Nats-Msg-Id,
+// sluice-epoch and sluice-fence, both the epoch), an empty body, on the
+// subject template rendered with empty names ("sluice._._" by default).
+// A leader's recovery appends one before it writes, unless the stream
+// already ends with a message of its epoch; consumers skip it.
+const HeaderFence = "sluice-fence"
+
+// IsFence reports whether a message with headers h is a fence message.
+func IsFence(h gonats.Header) bool { return h.Get(HeaderFence) != "" }
+
 // scanBatch is how many message headers a recovery scan asks for at once.
 const scanBatch = 1000
 
@@ -50,6 +60,10 @@ type Sink struct {
 	subjects map[subjectKey]string
 	futs     []jetstream.PubAckFuture
 	buf      []byte
+
+	// beforeFence, set by tests, runs between a recovery's scan and its
+	// fence.
+	beforeFence func()
 }
 
 type subjectKey struct{ source, db, table string }
@@ -163,60 +177,137 @@ func (s *Sink) Close() error {
 // Recover looks the stream up (creating it when missing), reads the
 // headers of every message after offset ("" = from the stream's first
 // message), refuses with pipeline.ErrFenced if any was written by a higher
-// epoch than epoch, and prepares Write to append after the stream's last
-// message.
+// epoch than epoch, fences the stream for epoch, and prepares Write to
+// append after the stream's last message.
+//
+// Fencing: unless the stream's last message is already of epoch, Recover
+// appends a fence message (headers only, see HeaderFence) that expects
+// the stream's last sequence as the scan saw it. Once it is stored, every
+// publish of an older leader is refused (it expects an earlier last
+// sequence, or a predecessor of its own epoch), so nothing of an older
+// epoch lands between this recovery and this leader's first write. If an
+// older leader's message landed between the scan and the fence, the fence
+// is refused and the scan is done again, so that the recovery reports it.
 func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
 	s.ready = false
-	var rec pipeline.Recovery
 	var after uint64
 	if offset != "" {
 		n, err := strconv.ParseUint(offset, 10, 64)
 		if err != nil {
-			return rec, fmt.Errorf("nats: checkpoint offset %q of sink %s is not a stream sequence number: was the checkpoint written by another kind of sink of the same name?", offset, s.cfg.Name)
+			return pipeline.Recovery{}, fmt.Errorf("nats: checkpoint offset %q of sink %s is not a stream sequence number: was the checkpoint written by another kind of sink of the same name?", offset, s.cfg.Name)
 		}
 		after = n
 	}
-	st, err := s.openStream(ctx)
+	for attempt := 1; ; attempt++ {
+		rec, st, last, lastEpoch, err := s.recoverOnce(ctx, epoch, offset, after, attempt == 1)
+		if err != nil {
+			return pipeline.Recovery{}, err
+		}
+		if lastEpoch != epoch {
+			if s.beforeFence != nil {
+				s.beforeFence()
+			}
+			fenceSeq, moved, err := s.fence(ctx, epoch, last)
+			if err != nil {
+				return pipeline.Recovery{}, err
+			}
+			if moved {
+				if attempt >= maxFenceAttempts {
+					return pipeline.Recovery{}, fmt.Errorf("nats: stream %s: %d recoveries in a row were overtaken by another writer's messages before the fence of epoch %d could be stored; is another process publishing to the stream? The pipeline retries", s.cfg.Stream, attempt, epoch)
+				}
+				s.log.Info("the stream moved while it was recovered (an older leader's batch landed); scanning again", "last_seq", last)
+				continue
+			}
+			last = fenceSeq
+		}
+		s.stream = st
+		s.epoch = epoch
+		s.epochStr = strconv.FormatUint(epoch, 10)
+		s.last = last
+		s.ready = true
+		rec.Offset = strconv.FormatUint(last, 10)
+		return rec, nil
+	}
+}
+
+// maxFenceAttempts bounds the scans of one Recover that a stream moving
+// under it can cause (an older leader finishing its last batch moves it a
+// few times at most).
+const maxFenceAttempts = 10
+
+// recoverOnce scans the stream after offset (after) up to its current last
+// sequence. It returns what it found, the stream's last sequence and the
+// epoch of the message there (0 if none).
+func (s *Sink) recoverOnce(ctx context.Context, epoch uint64, offset string, after uint64, warn bool) (rec pipeline.Recovery, st jetstream.Stream, last, lastEpoch uint64, err error) {
+	st, err = s.openStream(ctx)
 	if err != nil {
-		return rec, err
+		return rec, nil, 0, 0, err
 	}
 	state := st.CachedInfo().State
-	last := state.LastSeq
-	if offset != "" && after > last {
+	last = state.LastSeq
+	if warn && offset != "" && after > last {
 		s.log.Warn("the checkpoint's offset is beyond the stream's last message: the stream was deleted and created again, or purged; writing continues after the checkpoint",
 			"offset", after, "stream_last_seq", last)
 	}
-	if offset != "" && after < last && after+1 < state.FirstSeq {
+	if warn && offset != "" && after < last && after+1 < state.FirstSeq {
 		s.log.Warn("messages after the checkpoint were removed from the stream (limits or purge) before recovery could read them",
 			"offset", after, "stream_first_seq", state.FirstSeq)
 	}
 
 	var maxEpoch uint64
-	scanned := false
 	if state.Msgs > 0 && (offset == "" || after < last) {
 		start := max(after+1, state.FirstSeq)
-		if maxEpoch, scanned, err = s.scan(ctx, st, start, last, &rec); err != nil {
-			return pipeline.Recovery{}, err
+		if maxEpoch, _, err = s.scan(ctx, st, start, last, &rec); err != nil {
+			return pipeline.Recovery{}, nil, 0, 0, err
 		}
 	}
-	if !scanned && state.Msgs > 0 {
-		// Nothing after the offset: the last message still tells whether
-		// a newer leader has written here.
-		if maxEpoch, err = s.epochAt(ctx, st, last); err != nil {
-			return pipeline.Recovery{}, err
+	if state.Msgs > 0 {
+		// The last message tells whether a newer leader has written here
+		// (also when nothing is after the offset), and whether this
+		// epoch has fenced the stream already.
+		if lastEpoch, err = s.epochAt(ctx, st, last); err != nil {
+			return pipeline.Recovery{}, nil, 0, 0, err
 		}
+		maxEpoch = max(maxEpoch, lastEpoch)
 	}
 	if maxEpoch > epoch {
-		return pipeline.Recovery{}, fmt.Errorf("nats: stream %s holds messages of epoch %d, above this process's %d: %w", s.cfg.Stream, maxEpoch, epoch, pipeline.ErrFenced)
+		return pipeline.Recovery{}, nil, 0, 0, fmt.Errorf("nats: stream %s holds messages of epoch %d, above this process's %d: %w", s.cfg.Stream, maxEpoch, epoch, pipeline.ErrFenced)
 	}
+	return rec, st, last, lastEpoch, nil
+}
 
-	s.stream = st
-	s.epoch = epoch
-	s.epochStr = strconv.FormatUint(epoch, 10)
-	s.last = last
-	s.ready = true
-	rec.Offset = strconv.FormatUint(last, 10)
-	return rec, nil
+// fence appends the fence message of epoch right after stream sequence
+// last. moved reports that the stream no longer ended there (another
+// writer appended first): nothing was stored, and the caller scans again.
+func (s *Sink) fence(ctx context.Context, epoch, last uint64) (seq uint64, moved bool, err error) {
+	ep := strconv.FormatUint(epoch, 10)
+	h := gonats.Header{}
+	// The id names the position too: a fence re-sent after a lost
+	// acknowledgement is a duplicate, a later fence of the same epoch is
+	// not.
+	h.Set(jetstream.MsgIDHeader, s.idPrefix+ep+":fence:"+strconv.FormatUint(last, 10))
+	h.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(last, 10))
+	h.Set(pipeline.HeaderEpoch, ep)
+	h.Set(HeaderFence, ep)
+	ack, err := s.js.PublishMsg(ctx, &gonats.Msg{Subject: s.fenceSubject(), Header: h})
+	if err != nil {
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			switch apiErr.ErrorCode {
+			case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+				return 0, true, nil
+			}
+		}
+		return 0, false, fmt.Errorf("nats: recovery: publishing the fence of epoch %d to stream %s: %w; is the server up? The pipeline retries", epoch, s.cfg.Stream, err)
+	}
+	return ack.Sequence, false, nil
+}
+
+// fenceSubject is the subject of fence messages: the subject template
+// with every name empty ("sluice._._" by default), which the stream takes
+// and no table's subject filter of a consumer matches.
+func (s *Sink) fenceSubject() string {
+	return string(s.subject.render(nil, "", "", ""))
 }
 
 // openStream returns the stream, with fresh info, creating it when it is
@@ -291,6 +382,7 @@ type meta struct {
 	seq, epoch uint64
 	source     string
 	end        *position.Position
+	fence      bool // a fence message: no seq, source or end
 }
 
 // parseMeta reads the headers of the message at stream sequence sseq.
@@ -301,6 +393,13 @@ func (s *Sink) parseMeta(h gonats.Header, sseq uint64) (meta, error) {
 		return m, fmt.Errorf("nats: stream %s, message %d has Nats-Msg-Id %q: it was not written by pipeline %q, but the stream must hold this pipeline's messages alone; remove it (nats stream rmm %s %d) or give the sink a stream of its own", s.cfg.Stream, sseq, id, s.pipeline, s.cfg.Stream, sseq)
 	}
 	var err error
+	if f := h.Get(HeaderFence); f != "" {
+		m.fence = true
+		if m.epoch, err = strconv.ParseUint(f, 10, 64); err != nil {
+			return m, fmt.Errorf("nats: stream %s, message %d: bad %s header %q: %w", s.cfg.Stream, sseq, HeaderFence, f, err)
+		}
+		return m, nil
+	}
 	if m.seq, err = strconv.ParseUint(h.Get(pipeline.HeaderSeq), 10, 64); err != nil {
 		return m, fmt.Errorf("nats: stream %s, message %d: bad %s header %q: %w", s.cfg.Stream, sseq, pipeline.HeaderSeq, h.Get(pipeline.HeaderSeq), err)
 	}
@@ -378,7 +477,9 @@ func (s *Sink) scan(ctx context.Context, st jetstream.Stream, start, last uint64
 		if err != nil {
 			return 0, false, err
 		}
-		rec.Observe(m.seq, m.source, m.end, pipeline.SnapshotRow(msg.Data()))
+		if !m.fence {
+			rec.Observe(m.seq, m.source, m.end, pipeline.SnapshotRow(msg.Data()))
+		}
 		maxEpoch = max(maxEpoch, m.epoch)
 		seen = true
 		if sseq == last || md.NumPending == 0 {
@@ -553,8 +654,10 @@ func (s *Sink) writeError(ctx context.Context, b *pipeline.Batch, i int, err err
 						s.cfg.Stream, seq, err, info.State.LastSeq, epoch, s.epoch, pipeline.ErrFenced)
 				}
 				if eerr == nil && epoch != 0 && epoch < s.epoch {
-					// An old leader's batch landed after this leader's
-					// recovery and before its first publish (docs/HA.md).
+					// An older epoch's message after this leader's
+					// recovery: Recover's fence refuses those, so only a
+					// writer that does not fence (an older sluice) or
+					// one that publishes outside the pipeline gets here.
 					return fmt.Errorf("nats: stream %s refused message seq %d (%w): its last message (stream sequence %d) was written by epoch %d, an older leader that published after this process (epoch %d) recovered; the pipeline recovers again and continues after it",
 						s.cfg.Stream, seq, err, info.State.LastSeq, epoch, s.epoch)
 				}

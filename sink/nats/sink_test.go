@@ -139,11 +139,15 @@ func readStream(t testing.TB, url, stream string) []stored {
 	}
 }
 
-// seqs returns the sluice-seq header of each stored message.
+// seqs returns the sluice-seq header of each stored message (fence
+// messages left out).
 func seqs(t testing.TB, ms []stored) []uint64 {
 	t.Helper()
 	var out []uint64
 	for _, m := range ms {
+		if IsFence(m.header) {
+			continue
+		}
 		n, err := strconv.ParseUint(m.header.Get(pipeline.HeaderSeq), 10, 64)
 		if err != nil {
 			t.Fatalf("stream seq %d: %v", m.sseq, err)
@@ -195,25 +199,36 @@ func TestRoundTrip(t *testing.T) {
 	n := natsenv.StartNATS(t)
 	s := newSink(t, n.URL(), Config{})
 	rec := mustRecover(t, s, 1, "")
-	if rec.MaxSeq != 0 || rec.Offset != "0" || len(rec.Ends) != 0 {
-		t.Fatalf("Recover on a new stream = %+v, want nothing at offset 0", rec)
+	// The recovery fenced the stream: one message, at stream sequence 1.
+	if rec.MaxSeq != 0 || rec.Offset != "1" || len(rec.Ends) != 0 {
+		t.Fatalf("Recover on a new stream = %+v, want nothing, at offset 1 (after the fence)", rec)
 	}
 	b1, b2 := batch(1, 1, 5), batch(1, 6, 10)
-	if off := mustWrite(t, s, b1); off != "5" {
-		t.Fatalf("offset after 5 messages = %q, want 5", off)
+	if off := mustWrite(t, s, b1); off != "6" {
+		t.Fatalf("offset after 5 messages = %q, want 6", off)
 	}
-	if off := mustWrite(t, s, b2); off != "10" {
-		t.Fatalf("offset after 10 messages = %q, want 10", off)
+	if off := mustWrite(t, s, b2); off != "11" {
+		t.Fatalf("offset after 10 messages = %q, want 11", off)
 	}
-	if off := mustWrite(t, s, &pipeline.Batch{Epoch: 1}); off != "10" {
-		t.Fatalf("offset after an empty batch = %q, want 10", off)
+	if off := mustWrite(t, s, &pipeline.Batch{Epoch: 1}); off != "11" {
+		t.Fatalf("offset after an empty batch = %q, want 11", off)
+	}
+	// Recovering again under the same epoch adds no second fence.
+	if rec := mustRecover(t, s, 1, "11"); rec.Offset != "11" {
+		t.Fatalf("a second Recover of epoch 1: offset %q, want 11", rec.Offset)
 	}
 
 	got := readStream(t, n.URL(), "sluice-"+testPipeline)
 	want := append(b1.Messages, b2.Messages...)
-	if len(got) != len(want) {
-		t.Fatalf("stream holds %d messages, want %d", len(got), len(want))
+	if len(got) != len(want)+1 {
+		t.Fatalf("stream holds %d messages, want %d and the fence", len(got), len(want))
 	}
+	f := got[0]
+	if f.subject != "sluice._._" || f.data != "" || !IsFence(f.header) || f.header.Get(HeaderFence) != "1" ||
+		f.header.Get(pipeline.HeaderEpoch) != "1" || f.header.Get(pipeline.HeaderSeq) != "" {
+		t.Fatalf("first message %+v, want the fence of epoch 1 (headers only, on sluice._._)", f)
+	}
+	got = got[1:]
 	for i, m := range want {
 		g := got[i]
 		subj := "sluice.shop.orders"
@@ -223,8 +238,8 @@ func TestRoundTrip(t *testing.T) {
 		if g.subject != subj {
 			t.Errorf("message %d: subject %q, want %q", m.Seq, g.subject, subj)
 		}
-		if g.sseq != uint64(i+1) {
-			t.Errorf("message %d: stream sequence %d, want %d", m.Seq, g.sseq, i+1)
+		if g.sseq != uint64(i+2) {
+			t.Errorf("message %d: stream sequence %d, want %d", m.Seq, g.sseq, i+2)
 		}
 		if g.data != string(m.Value) {
 			t.Errorf("message %d: data\n%s\nwant\n%s", m.Seq, g.data, m.Value)
@@ -269,8 +284,8 @@ func TestRecover(t *testing.T) {
 	// A new process, as after a restart.
 	s2 := newSink(t, n.URL(), Config{})
 	all := mustRecover(t, s2, 1, "")
-	if all.MaxSeq != 11 || all.Offset != "11" {
-		t.Fatalf("Recover from \"\": MaxSeq %d offset %q, want 11 and 11", all.MaxSeq, all.Offset)
+	if all.MaxSeq != 11 || all.Offset != "12" {
+		t.Fatalf("Recover from \"\": MaxSeq %d offset %q, want 11 and 12 (after the fence)", all.MaxSeq, all.Offset)
 	}
 	if e := all.Ends["src"]; e.Seq != 11 || e.Pos != *endAt(11) {
 		t.Fatalf("Recover from \"\": end %+v, want seq 11 at %+v", e, endAt(11))
@@ -280,28 +295,30 @@ func TestRecover(t *testing.T) {
 	}
 
 	after := mustRecover(t, s2, 1, off5)
-	if after.MaxSeq != 11 || after.Offset != "11" || after.Ends["src"].Seq != 11 {
-		t.Fatalf("Recover from %s: %+v, want MaxSeq 11, offset 11, end at 11", off5, after)
+	if after.MaxSeq != 11 || after.Offset != "12" || after.Ends["src"].Seq != 11 {
+		t.Fatalf("Recover from %s: %+v, want MaxSeq 11, offset 12, end at 11", off5, after)
 	}
 	if _, ok := after.Ends["early"]; ok || len(after.Ends) != 1 {
 		t.Fatalf("Recover from %s reports ends %+v: only source src wrote after it", off5, after.Ends)
 	}
 
-	// Only what is after the offset counts: after 11 there is nothing.
-	none := mustRecover(t, s2, 1, "11")
-	if none.MaxSeq != 0 || len(none.Ends) != 0 || none.Offset != "11" {
-		t.Fatalf("Recover from the end: %+v, want nothing at offset 11", none)
+	// Only what is after the offset counts: after stream sequence 12
+	// (seq 11, the fence of epoch 1 being at 1) there is nothing.
+	none := mustRecover(t, s2, 1, "12")
+	if none.MaxSeq != 0 || len(none.Ends) != 0 || none.Offset != "12" {
+		t.Fatalf("Recover from the end: %+v, want nothing at offset 12", none)
 	}
 
-	// Recover with a checkpoint that ends before a transaction's end.
+	// Recover with a checkpoint that ends before a transaction's end
+	// (stream sequence 10 holds seq 9).
 	s3 := newSink(t, n.URL(), Config{})
-	r := mustRecover(t, s3, 2, "9")
-	if r.MaxSeq != 11 || r.Ends["src"].Seq != 11 || r.Ends["src"].Pos != *endAt(11) {
-		t.Fatalf("Recover from 9: %+v", r)
+	r := mustRecover(t, s3, 2, "10")
+	if r.MaxSeq != 11 || r.Ends["src"].Seq != 11 || r.Ends["src"].Pos != *endAt(11) || r.Offset != "13" {
+		t.Fatalf("Recover from 10: %+v, want MaxSeq 11, end at 11, offset 13 (after epoch 2's fence)", r)
 	}
 	// and it writes on under the new epoch
-	if off := mustWrite(t, s3, batch(2, 12, 13)); off != "13" {
-		t.Fatalf("offset %q, want 13", off)
+	if off := mustWrite(t, s3, batch(2, 12, 13)); off != "15" {
+		t.Fatalf("offset %q, want 15", off)
 	}
 
 	if _, err := s3.Recover(testCtx(t), 2, "nine"); err == nil || !strings.Contains(err.Error(), "not a stream sequence number") {
@@ -314,18 +331,18 @@ func TestDedupeResentBatch(t *testing.T) {
 	s := newSink(t, n.URL(), Config{})
 	mustRecover(t, s, 1, "")
 	b := batch(1, 1, 5)
-	if off := mustWrite(t, s, b); off != "5" {
-		t.Fatalf("offset %q, want 5", off)
+	if off := mustWrite(t, s, b); off != "6" {
+		t.Fatalf("offset %q, want 6 (after the fence and 5 messages)", off)
 	}
 	// The same batch again: every message is a duplicate (Nats-Msg-Id).
-	if off := mustWrite(t, s, b); off != "5" {
-		t.Fatalf("offset after a re-sent batch %q, want 5", off)
+	if off := mustWrite(t, s, b); off != "6" {
+		t.Fatalf("offset after a re-sent batch %q, want 6", off)
 	}
 	// After a Recover, as the pipeline would retry: the batch overlaps
 	// what is stored (3..5) and goes beyond it (6..7).
 	mustRecover(t, s, 1, "")
-	if off := mustWrite(t, s, batch(1, 3, 7)); off != "7" {
-		t.Fatalf("offset after an overlapping batch %q, want 7", off)
+	if off := mustWrite(t, s, batch(1, 3, 7)); off != "8" {
+		t.Fatalf("offset after an overlapping batch %q, want 8", off)
 	}
 	got := seqs(t, readStream(t, n.URL(), s.Stream()))
 	if !equalSeqs(got, seqRange(1, 7)) {
@@ -358,7 +375,7 @@ func TestZombieIsFenced(t *testing.T) {
 	if s := seqs(t, got); !equalSeqs(s, seqRange(1, 5)) {
 		t.Fatalf("stream holds seqs %v, want 1..5", s)
 	}
-	for _, m := range got[3:] {
+	for _, m := range got[4:] { // after the fence of epoch 1 and seqs 1..3
 		if e := m.header.Get(pipeline.HeaderEpoch); e != "2" {
 			t.Fatalf("stream sequence %d has epoch %s: the zombie wrote after the new leader", m.sseq, e)
 		}
@@ -371,8 +388,8 @@ func TestZombieIsFenced(t *testing.T) {
 	}
 	// and the leader goes on.
 	mustRecover(t, leader, 2, "5")
-	if off := mustWrite(t, leader, batch(2, 6, 6)); off != "6" {
-		t.Fatalf("leader offset %q, want 6", off)
+	if off := mustWrite(t, leader, batch(2, 6, 6)); off != "8" {
+		t.Fatalf("leader offset %q, want 8 (two fences and 6 messages)", off)
 	}
 }
 
@@ -406,29 +423,77 @@ func TestWriteAfterSameEpochAppendIsRetryable(t *testing.T) {
 	}
 }
 
-// The same for a different epoch that is not higher (an older leader's
-// late write): retryable, and the stream stays in order.
-func TestWriteAfterOlderEpochAppendIsRetryable(t *testing.T) {
+// An older leader's batch after a new leader's recovery and before its
+// first write (a leader paused past its lease, woken up right then): the
+// recovery's fence refuses it (pipeline.ErrFenced), so nothing of an
+// older epoch lands after the new leader recovered (docs/HA.md).
+func TestOlderEpochAfterRecoverIsFenced(t *testing.T) {
 	n := natsenv.StartNATS(t)
 	old := newSink(t, n.URL(), Config{})
 	mustRecover(t, old, 1, "")
 	mustWrite(t, old, batch(1, 1, 2))
 
 	cur := newSink(t, n.URL(), Config{})
-	mustRecover(t, cur, 2, "")
-	mustWrite(t, old, batch(1, 3, 3)) // lands after cur's Recover
-
-	_, err := cur.Write(testCtx(t), batch(2, 3, 6))
-	if err == nil || errors.Is(err, pipeline.ErrFenced) || !strings.Contains(err.Error(), "written by epoch 1, an older leader") {
-		t.Fatalf("Write after an older epoch's append: %v, want a retryable error naming the older leader", err)
+	if rec := mustRecover(t, cur, 2, ""); rec.MaxSeq != 2 {
+		t.Fatalf("new leader recovered MaxSeq %d, want 2", rec.MaxSeq)
 	}
-	rec := mustRecover(t, cur, 2, "2")
-	if rec.MaxSeq != 3 {
-		t.Fatalf("Recover: MaxSeq %d, want 3 (nothing of the refused batch stored)", rec.MaxSeq)
+	if _, err := old.Write(testCtx(t), batch(1, 3, 3)); !errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("older leader's Write after the new leader's Recover: %v, want ErrFenced", err)
+	}
+	mustWrite(t, cur, batch(2, 3, 6))
+	got := readStream(t, n.URL(), cur.Stream())
+	if s := seqs(t, got); !equalSeqs(s, seqRange(1, 6)) {
+		t.Fatalf("stream holds seqs %v, want 1..6", s)
+	}
+	checkEpochOrder(t, got)
+}
+
+// An older leader's message that lands between the new leader's scan and
+// its fence: the fence is refused, the scan is done again and reports it,
+// and the older leader's next message is refused.
+func TestOlderEpochDuringRecoverIsFound(t *testing.T) {
+	n := natsenv.StartNATS(t)
+	old := newSink(t, n.URL(), Config{})
+	mustRecover(t, old, 1, "")
+	mustWrite(t, old, batch(1, 1, 2))
+
+	cur := newSink(t, n.URL(), Config{})
+	landed := 0
+	cur.beforeFence = func() {
+		if landed == 0 {
+			mustWrite(t, old, batch(1, 3, 3))
+		}
+		landed++
+	}
+	rec := mustRecover(t, cur, 2, "")
+	if rec.MaxSeq != 3 || rec.Ends["src"].Seq != 3 || landed != 2 {
+		t.Fatalf("new leader recovered %+v after %d scans, want MaxSeq 3 and its end, after 2 scans", rec, landed)
+	}
+	if _, err := old.Write(testCtx(t), batch(1, 4, 4)); !errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("older leader's next Write: %v, want ErrFenced", err)
 	}
 	mustWrite(t, cur, batch(2, 4, 6))
-	if s := seqs(t, readStream(t, n.URL(), cur.Stream())); !equalSeqs(s, seqRange(1, 6)) {
+	got := readStream(t, n.URL(), cur.Stream())
+	if s := seqs(t, got); !equalSeqs(s, seqRange(1, 6)) {
 		t.Fatalf("stream holds seqs %v, want 1..6", s)
+	}
+	checkEpochOrder(t, got)
+}
+
+// checkEpochOrder fails if a message of an older epoch follows one of a
+// newer epoch.
+func checkEpochOrder(t *testing.T, ms []stored) {
+	t.Helper()
+	var top uint64
+	for _, m := range ms {
+		e, err := strconv.ParseUint(m.header.Get(pipeline.HeaderEpoch), 10, 64)
+		if err != nil {
+			t.Fatalf("stream sequence %d: %v", m.sseq, err)
+		}
+		if e < top {
+			t.Fatalf("stream sequence %d has epoch %d after epoch %d: an older leader wrote after a newer one", m.sseq, e, top)
+		}
+		top = e
 	}
 }
 
@@ -468,8 +533,8 @@ func TestServerOutage(t *testing.T) {
 	n.Restart()
 	rec := recoverUntil(t, s, 1, off)
 	off = mustWrite(t, s, batch(1, max(rec.MaxSeq, 100)+1, 2000))
-	if off != "2000" {
-		t.Fatalf("offset after the outage %q, want 2000", off)
+	if off != "2001" {
+		t.Fatalf("offset after the outage %q, want 2001 (the fence and 2000 messages)", off)
 	}
 
 	// Down in the middle of a Write: part of the batch is stored (how
@@ -487,7 +552,7 @@ func TestServerOutage(t *testing.T) {
 		ctx := testCtx(t)
 		for {
 			info, err := wjs.Stream(ctx, s.Stream())
-			if err != nil || info.CachedInfo().State.LastSeq > 2000 {
+			if err != nil || info.CachedInfo().State.LastSeq > 2001 {
 				break
 			}
 			time.Sleep(time.Millisecond)
@@ -530,7 +595,7 @@ func TestStreamSubjectsChecked(t *testing.T) {
 	s2 := newSink(t, n.URL(), Config{Stream: "wide", Subject: "cdc.{source}.{db}.{table}"})
 	mustRecover(t, s2, 1, "")
 	mustWrite(t, s2, batch(1, 1, 2))
-	if got := readStream(t, n.URL(), "wide"); len(got) != 2 || got[0].subject != "cdc.src.shop.orders" {
+	if got := readStream(t, n.URL(), "wide"); len(got) != 3 || got[0].subject != "cdc._._._" || got[1].subject != "cdc.src.shop.orders" {
 		t.Fatalf("stream wide holds %+v", got)
 	}
 }
