@@ -174,3 +174,19 @@ func TestLiveEventDecisions(t *testing.T) {
 		t.Errorf("classify(EventError): %v", err)
 	}
 }
+
+// TestLostConnectionInWords: go-mysql's lost-connection errors read as
+// such, keeping what wraps them and the network error.
+func TestLostConnectionInWords(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"binlog: SHOW GRANTS: io.ReadFull(header) failed. err EOF: connection was bad", "binlog: SHOW GRANTS: the connection to the server was lost (EOF)"},
+		{"io.ReadFull(header) failed. err read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer: connection was bad", "the connection to the server was lost (read tcp 127.0.0.1:1->127.0.0.1:2: read: connection reset by peer)"},
+		{"x: io.CopyN failed. err unexpected EOF, copied 3, expected 9: connection was bad", "x: the connection to the server was lost (unexpected EOF)"},
+		{"Write failed. only 3 bytes written, while 9 expected: connection was bad", "the connection to the server was lost (closed)"},
+		{"connection was bad", "connection was bad"},
+	} {
+		if got := wordLostConn(tc.in); got != tc.want {
+			t.Errorf("wordLostConn(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -148,7 +148,7 @@ func (g grants) roleAdvice(v ServerVersion) string {
 func checkGrants(c *client.Conn, v ServerVersion, needSelect bool) error {
 	rs, err := c.Execute("SHOW GRANTS")
 	if err != nil {
-		return fmt.Errorf("binlog: SHOW GRANTS: %w", err)
+		return fmt.Errorf("binlog: SHOW GRANTS: %w", brief(err))
 	}
 	lines := make([]string, rs.RowNumber())
 	for i := range lines {

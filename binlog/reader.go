@@ -1412,19 +1412,49 @@ type briefError struct{ err error }
 func (b briefError) Error() string {
 	msg := b.err.Error()
 	if i := strings.IndexByte(msg, '\n'); i >= 0 {
-		return msg[:i]
+		msg = msg[:i]
+	}
+	if errors.Is(b.err, mysql.ErrBadConn) {
+		return wordLostConn(msg)
 	}
 	return msg
 }
 
+// wordLostConn rewords go-mysql's lost connection ("…: io.ReadFull(header)
+// failed. err EOF: connection was bad", "Write failed. err …") as "…: the
+// connection to the server was lost (EOF)", keeping what came before it
+// and the network error's own words.
+func wordLostConn(msg string) string {
+	body, ok := strings.CutSuffix(msg, ": "+mysql.ErrBadConn.Error())
+	i := strings.Index(body, " failed")
+	if !ok || i < 0 {
+		return msg
+	}
+	prefix := ""
+	if j := strings.LastIndex(body[:i], ": "); j >= 0 {
+		prefix = body[:j+2]
+	}
+	cause := "closed"
+	if _, after, ok := strings.Cut(body[i:], " err "); ok {
+		cause, _, _ = strings.Cut(after, ", copied")
+	}
+	return prefix + "the connection to the server was lost (" + cause + ")"
+}
+
 func (b briefError) Unwrap() error { return b.err }
 
+// brief shortens go-mysql's errors to their first line, and words a lost
+// connection as such.
 func brief(err error) error {
-	if err == nil || !strings.Contains(err.Error(), "\n") {
+	if err == nil || !strings.Contains(err.Error(), "\n") && !errors.Is(err, mysql.ErrBadConn) {
 		return err
 	}
 	return briefError{err}
 }
+
+// Brief is how sluice words a client error of go-mysql for a log or an
+// error message: its first line, and a lost connection in words.
+func Brief(err error) error { return brief(err) }
 
 // classify turns server errors into the package's error classes.
 func (r *Reader) classify(err error) error {

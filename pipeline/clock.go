@@ -81,7 +81,7 @@ func (in *input) sampleClock(ctx context.Context, every time.Duration) {
 				if ctx.Err() == nil {
 					failures++
 					if failures == 1 || failures%100 == 0 {
-						in.m.p.log.Warn("sampling the source's clock failed; reconnecting", "source", in.name, "err", err.Error())
+						in.m.p.log.Warn("sampling the source's clock failed; reconnecting", "source", in.name, "err", binlog.Brief(err).Error())
 					}
 				}
 			} else {
