@@ -2,6 +2,7 @@ package binlog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -195,6 +196,14 @@ func (h *History) Capture(ctx context.Context, c *client.Conn, pos position.Posi
 	dbs.Close()
 	for _, n := range names {
 		r, err := c.Execute("SHOW CREATE TABLE " + quoteName(n.db) + "." + quoteName(n.table))
+		var myErr *mysql.MyError
+		if errors.As(err, &myErr) {
+			// Dropped since, or not readable: described by
+			// information_schema as without a history.
+			h.log.Warn("schema history: SHOW CREATE TABLE failed: the table's rows are described by information_schema", "table", n.db+"."+n.table, "error", myErr.Message)
+			st.Tables = append(st.Tables, HistoryEntry{Pos: pos, DB: n.db, Table: n.table, Unknown: true})
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("binlog: schema history: SHOW CREATE TABLE %s.%s: %w", n.db, n.table, err)
 		}
@@ -249,6 +258,61 @@ func (h *History) Rewind(pos position.Position) {
 	}
 	h.entries = h.entries[:n]
 	h.cur = h.replay(h.base, h.entries, position.Position{})
+	if !pos.IsZero() && !h.base.Pos.IsZero() && pos.Compare(h.base.Pos) < 0 {
+		h.log.Warn("schema history: the start is before the oldest definitions kept: rows before them are decoded with later definitions (checked against the binlog's column types)", "start", pos.String(), "oldest", h.base.Pos.String())
+	}
+}
+
+// setFlavor tells the history how the server logs JSON columns.
+func (h *History) setFlavor(f position.Flavor) {
+	h.mu.Lock()
+	h.mariaDB = f == position.MariaDB
+	for _, t := range h.cur.tables {
+		t.def = nil
+	}
+	h.mu.Unlock()
+}
+
+// Compact makes the definitions as of upTo the new base, in the store
+// too, and drops the entries up to it: upTo must be the oldest position
+// any checkpoint or sink can still resume from. A position before the
+// base leaves the history as it is.
+func (h *History) Compact(ctx context.Context, upTo position.Position) error {
+	h.mu.Lock()
+	if upTo.IsZero() || h.base.Pos.IsZero() || upTo.Compare(h.base.Pos) <= 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	s := h.replay(h.base, h.entries, upTo)
+	st := HistoryState{Pos: position.Position{File: upTo.File, Offset: upTo.Offset}, Databases: map[string]string{}}
+	for db, cs := range s.dbs {
+		st.Databases[db] = cs
+	}
+	keys := make([]string, 0, len(s.tables))
+	for k := range s.tables {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		t := s.tables[k]
+		e := HistoryEntry{Pos: st.Pos, DB: t.db, Table: t.name, Unknown: t.entity == nil}
+		if t.entity != nil {
+			e.Create = sqlparser.CanonicalString(t.entity.CreateTable)
+		}
+		st.Tables = append(st.Tables, e)
+	}
+	n := sort.Search(len(h.entries), func(i int) bool { return h.entries[i].Pos.Compare(upTo) > 0 })
+	h.mu.Unlock()
+	if h.store != nil {
+		if err := h.store.CompactSchema(ctx, st); err != nil {
+			return fmt.Errorf("binlog: schema history: compacting up to %s: %w", upTo, err)
+		}
+	}
+	h.mu.Lock()
+	h.base = st
+	h.entries = append([]HistoryEntry(nil), h.entries[n:]...)
+	h.mu.Unlock()
+	return nil
 }
 
 // Entries returns the entries after the base.

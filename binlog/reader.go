@@ -833,6 +833,7 @@ func (r *Reader) prepare() error {
 	}
 	if h := r.cfg.History; h != nil {
 		h.SetFallback(src)
+		h.setFlavor(r.flavor)
 		src = h
 	}
 	r.schemas = newSchemaCache(src)
