@@ -89,7 +89,9 @@ func TestFileSchemaStore(t *testing.T) {
 func TestEtcdSchemaStore(t *testing.T) {
 	e := etcdenv.Start(t)
 	cli := newEtcdClient(t, e.Endpoint())
-	mk := func() binlog.HistoryStore { return &EtcdSchemaStore{Client: cli, Prefix: "/sluice/p1/checkpoint/schema/main/"} }
+	mk := func() binlog.HistoryStore {
+		return &EtcdSchemaStore{Client: cli, Prefix: "/sluice/p1/checkpoint/schema/main/"}
+	}
 	checkSchemaStore(t, mk(), mk)
 	// A zombie (its guard fails) writes nothing.
 	z := &EtcdSchemaStore{Client: cli, Prefix: "/sluice/p1/checkpoint/schema/main/", Guard: func() clientv3.Cmp {
