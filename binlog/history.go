@@ -1092,3 +1092,22 @@ func unquoteMembers(vals []string) []string {
 	}
 	return out
 }
+
+// TypeName is the SQL name of a column's type as the history and
+// information_schema know it ("INT", "VARCHAR", "TEXT", "ENUM"...).
+func (c *Column) TypeName() string {
+	if c.jsonText {
+		return "JSON"
+	}
+	n := typeName(c.Type)
+	if c.Type == mysql.MYSQL_TYPE_BLOB && c.Charset != "" && c.Charset != "binary" {
+		n = "TEXT"
+	}
+	if c.Type == mysql.MYSQL_TYPE_VARCHAR && c.Charset == "binary" {
+		n = "VARBINARY"
+	}
+	if c.Type == mysql.MYSQL_TYPE_STRING && c.Charset == "binary" {
+		n = "BINARY"
+	}
+	return n
+}

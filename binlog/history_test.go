@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -67,11 +68,21 @@ func TestHistoryDoubleAlter(t *testing.T) {
 			t.Helper()
 			r := newReader(t, db, func(c *binlog.Config) { c.Start, c.Tables, c.History = start, tables, h })
 			var got []string
+			enc := codec.NewEncoder(codec.Source{Name: "test"})
 			for len(got) < len(want) {
 				txn := next(t, r)
 				for i := range txn.Changes {
-					if ch := &txn.Changes[i]; ch.Op != binlog.OpDDL {
+					ch := &txn.Changes[i]
+					if ch.Op != binlog.OpDDL {
 						got = append(got, rowText(ch))
+						continue
+					}
+					// The schema-change message carries the columns
+					// before and after.
+					line := string(enc.AppendChange(nil, txn, ch))
+					if strings.Contains(ch.Query, "DROP COLUMN a") && !strings.Contains(line, `"tableChanges":[{"type":"ALTER","id":"\"app\".\"t\"","table":{"primaryKeyColumnNames":["id"],"columns":[{"name":"id","typeName":"INT","charsetName":null,"position":1,"optional":false},{"name":"c","typeName":"VARCHAR"`) ||
+						!strings.Contains(line, `"before":{"primaryKeyColumnNames":["id"],"columns":[{"name":"id"`) {
+						t.Errorf("DDL message without the right tableChanges: %s", line)
 					}
 				}
 			}
