@@ -315,6 +315,13 @@ func (h *History) Compact(ctx context.Context, upTo position.Position) error {
 	return nil
 }
 
+// Base is the position of the oldest definitions the history holds.
+func (h *History) Base() position.Position {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.base.Pos
+}
+
 // Entries returns the entries after the base.
 func (h *History) Entries() []HistoryEntry {
 	h.mu.Lock()

@@ -82,12 +82,16 @@ func TestRunSchemaHistoryKill9(t *testing.T) {
 			{"ALTER TABLE app.h2 DROP COLUMN bb, ADD e ENUM('x','y') AFTER d", "INSERT INTO app.h2 VALUES (8, 'y', 8, 'c8', 8)", map[string]string{"d": "8", "e": `"y"`, "id": "8", "cc": `"c8"`, "n": `"8"`}},
 		}
 		down := false
+		var beforeLast string // the position before the last DDL
 		for i, s := range steps {
 			if s.ddl != "" {
 				exec(s.ddl)
 			}
 			if s.insert != "" {
 				exec(s.insert)
+			}
+			if i == len(steps)-2 {
+				beforeLast = masterPos(t, e.db)
 			}
 			switch {
 			case i%3 == 1 && !down: // stay down across the next DDL
@@ -135,6 +139,16 @@ func TestRunSchemaHistoryKill9(t *testing.T) {
 			if render(got) != render(s.want) {
 				t.Fatalf("row %s (after %q):\n got %s\nwant %s", id, s.ddl, render(got), render(s.want))
 			}
+		}
+		// sluice schema prints the definitions as of a position.
+		out, _ := run(t, e.bin, "schema", "--config", e.config, "--at", beforeLast)
+		if !strings.Contains(out, "-- app.h2\n") || !strings.Contains(out, "`bb` text") || strings.Contains(out, "`e` enum") {
+			t.Fatalf("sluice schema --at %s:\n%s", beforeLast, out)
+		}
+		t.Logf("sluice schema --at %s:\n%s", beforeLast, out)
+		out, _ = run(t, e.bin, "schema", "--config", e.config)
+		if !strings.Contains(out, "`e` enum('x', 'y')") || strings.Contains(out, "`bb`") {
+			t.Fatalf("sluice schema:\n%s", out)
 		}
 		if strings.Contains(log.String(), "could not be applied") {
 			t.Fatalf("the history could not apply a statement:\n%s", log.String())
