@@ -373,13 +373,33 @@ func (h *History) replay(base HistoryState, entries []HistoryEntry, until positi
 	for db, cs := range base.Databases {
 		s.dbs[strings.ToLower(db)] = cs
 	}
+	// Only each table's last entry counts: parse that one alone (a
+	// CREATE TABLE parse is most of the cost of loading a long history).
+	last := map[string]int{}
+	var order []HistoryEntry
+	keep := func(e HistoryEntry) {
+		if e.Table == "" {
+			h.replayEntry(s, e)
+			return
+		}
+		k := histKey(e.DB, e.Table)
+		if i, ok := last[k]; ok {
+			order[i] = e
+			return
+		}
+		last[k] = len(order)
+		order = append(order, e)
+	}
 	for _, e := range base.Tables {
-		h.replayEntry(s, e)
+		keep(e)
 	}
 	for _, e := range entries {
 		if !until.IsZero() && e.Pos.Compare(until) > 0 {
 			break
 		}
+		keep(e)
+	}
+	for _, e := range order {
 		h.replayEntry(s, e)
 	}
 	return s

@@ -74,7 +74,7 @@ func (w *hrun) names() []string {
 
 func (w *hrun) pick(s []string) string { return s[w.rng.IntN(len(s))] }
 
-var hStrings = []string{"a", "bé", "cœ", "dd", "é", "xyz"}
+var hStrings = []string{"a", "bé", "cö", "dd", "é", "xyz", "zœ"}
 
 func (w *hrun) value(c hcol) (sql string, text *string) {
 	if w.rng.IntN(8) == 0 {
@@ -302,27 +302,40 @@ func (w *hrun) ddl() {
 		}
 		c := t.cols[i]
 		c.charset = w.pick([]string{"latin1", "utf8mb4"})
+		for _, r := range t.rows {
+			if v := r[c.name]; v != nil && strings.Contains(*v, "œ") {
+				c.charset = "utf8mb4" // latin1 lacks it
+			}
+		}
 		w.exec("ALTER TABLE " + full + " MODIFY " + c.name + " " + c.typ + " CHARACTER SET " + c.charset)
 		t.cols[i] = c
 	case k < 10: // the table's charset: converted, or only its default
 		cs := w.pick([]string{"latin1", "utf8mb4"})
-		if w.rng.IntN(2) == 0 {
+		lossy := false
+		for _, r := range t.rows {
+			for _, v := range r {
+				lossy = lossy || v != nil && strings.Contains(*v, "œ")
+			}
+		}
+		if w.rng.IntN(2) == 0 && !(lossy && cs == "latin1") {
 			w.exec("ALTER TABLE " + full + " CONVERT TO CHARACTER SET " + cs)
 			for i := range t.cols {
 				if !strings.Contains(t.cols[i].typ, "INT") {
 					t.cols[i].charset = cs
 				}
 			}
-		} else {
-			w.exec("ALTER TABLE " + full + " DEFAULT CHARSET=" + cs)
-		}
-		for _, r := range t.rows {
-			for k, v := range r {
-				if v != nil && cs == "latin1" && strings.Contains(*v, "œ") {
-					s := strings.ReplaceAll(*v, "œ", "?")
-					r[k] = &s
+			for _, r := range t.rows { // converted: what latin1 lacks is lost
+				for k, v := range r {
+					if v != nil && cs == "latin1" && strings.Contains(*v, "œ") {
+						s := strings.ReplaceAll(*v, "œ", "?")
+						r[k] = &s
+					}
 				}
 			}
+		} else {
+			// Only the default changes: the columns keep their charsets
+			// and their values.
+			w.exec("ALTER TABLE " + full + " DEFAULT CHARSET=" + cs)
 		}
 	case k < 11: // RENAME TABLE
 		w.nextT++
