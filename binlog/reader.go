@@ -137,6 +137,14 @@ type Config struct {
 	// Schema provides table definitions when the binlog lacks column
 	// metadata. Nil uses information_schema on the same server.
 	Schema SchemaSource
+	// History, when set, keeps the captured tables' definitions as of the
+	// reader's position (see History): it is told every DDL statement
+	// before the statement's change is delivered, describes tables when
+	// the binlog has no column metadata (Schema, or information_schema,
+	// only for tables it does not know), and is checked against the
+	// binlog's own metadata when there is some. An empty history captures
+	// the definitions at the start position when the reader first connects.
+	History *History
 	// TakeOverServerID skips the check that no other replica is connected
 	// with ServerID. The server drops the older of two connections with one
 	// server_id, which is what a failover wants and a mistake otherwise.
@@ -838,8 +846,14 @@ func (r *Reader) prepare() error {
 		own := &selectChecked{SchemaSource: NewInfoSchema(r.dial), dial: r.dial}
 		src, r.ownSchema = own, own
 	}
+	if h := r.cfg.History; h != nil {
+		h.SetFallback(src)
+		h.setFlavor(r.flavor)
+		src = h
+	}
 	r.schemas = newSchemaCache(src)
 	r.schemas.mariaDB = r.flavor == position.MariaDB
+	r.schemas.hist = r.cfg.History
 	if r.fence, err = newFence(c, info.Version, r.cfg, r.log()); err != nil {
 		return err
 	}
@@ -878,6 +892,11 @@ func (r *Reader) prepare() error {
 		}
 	}
 	r.resume = start
+	if h := r.cfg.History; h != nil && h.Empty() {
+		if err := h.Capture(ctx, c, position.Position{File: start.File, Offset: start.Offset}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -1225,6 +1244,12 @@ func (r *Reader) stream() (delivered bool, err error) {
 	r.asm = assembly{}
 	r.nextPos, r.atStmt = 0, false
 	r.file = r.resume.File
+	if h := r.cfg.History; h != nil && r.fetch == nil {
+		// The definitions as of the position streamed from: the DDL
+		// after it is applied again as it passes.
+		h.Rewind(position.Position{File: r.resume.File, Offset: r.resume.Offset})
+		r.schemas.invalidate("", "")
+	}
 	var s *replication.BinlogStreamer
 	if f := r.fetch; f != nil {
 		r.file = f.from.File
@@ -1780,15 +1805,16 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 		// with GTIDs: "CREATE TABLE ... START TRANSACTION", then the rows,
 		// then the commit). The DDL is delivered in that transaction,
 		// before its rows.
-		r.ddl(hdr, string(e.Schema), q, st)
-		return nil
+		return r.ddl(hdr, string(e.Schema), q, st)
 	}
 	if !r.asm.open {
 		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
 	}
 	// A statement outside BEGIN..COMMIT (DDL, account management, ...)
 	// is a transaction of its own.
-	r.ddl(hdr, string(e.Schema), q, st)
+	if err := r.ddl(hdr, string(e.Schema), q, st); err != nil {
+		return err
+	}
 	return r.commit(hdr, h)
 }
 
@@ -1802,11 +1828,18 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 // selected tables, or it has none, or it names such a database. Account
 // statements (which may carry password hashes) and statements of other
 // kinds are never delivered, and their text is never logged.
-func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Statement) {
+func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Statement) error {
 	if st.Kind != sqlstmt.DDL {
-		return
+		return nil
 	}
 	ch := Change{Op: OpDDL, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize}
+	if h := r.cfg.History; h != nil {
+		changes, err := h.ApplyDDL(r.ctx, position.Position{File: r.file, Offset: hdr.LogPos}, db, q)
+		if err != nil {
+			return err
+		}
+		ch.TableChanges = changes
+	}
 	deliver := false
 	if st.Parsed {
 		named := -1 // the first selected table, else the first
@@ -1846,6 +1879,7 @@ func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Stat
 		txn := r.chunk()
 		txn.Changes = append(txn.Changes, ch)
 	}
+	return nil
 }
 
 // executeLoadQuery reads the default database and the statement of an

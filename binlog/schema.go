@@ -32,6 +32,7 @@ type SchemaSource interface {
 // result while the server's table id and column layout stay the same.
 type schemaCache struct {
 	src     SchemaSource // may be nil
+	hist    *History     // may be nil: checked against FULL metadata
 	mariaDB bool
 	byID    map[uint64]*Table
 	layout  map[uint64][]byte // fingerprint of the TABLE_MAP column layout
@@ -129,6 +130,9 @@ func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, 
 	}
 	t.FromBinlog = len(tm.ColumnName) == n && n > 0
 	needSource := !t.FromBinlog
+	if t.FromBinlog && c.hist != nil {
+		c.hist.check(t, where)
+	}
 	// MariaDB logs JSON columns as LONGTEXT; only information_schema knows
 	// they hold JSON, so ask it once per table when it is available.
 	if c.src != nil && (needSource || c.mariaDB) {

@@ -64,6 +64,10 @@ type Change struct {
 	// table has Table set to a Table naming it, without columns.
 	Query  string
 	Schema string
+	// TableChanges are, for a DDL change read with a schema history
+	// (Config.History), the captured tables it created, altered or
+	// dropped, each with its columns before and after the statement.
+	TableChanges []TableChange
 }
 
 // Txn is one committed source transaction, or one chunk of a large one.

@@ -25,6 +25,8 @@ type Event struct {
 	// DatabaseName and DDL are set for a DDL event.
 	DatabaseName string `json:"databaseName,omitempty"`
 	DDL          string `json:"ddl,omitempty"`
+	// TableChanges is a DDL event's tableChanges, as written.
+	TableChanges json.RawMessage `json:"tableChanges,omitempty"`
 	// Sluice is the block `sluice run` adds to every message (nil in the
 	// output of `sluice tail`).
 	Sluice *Sluice `json:"sluice,omitempty"`

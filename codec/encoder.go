@@ -228,6 +228,9 @@ func (e *Encoder) appendDDL(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap
 	dst = appendQuoted(dst, changeDB(ch))
 	dst = append(dst, `,"ddl":`...)
 	dst = appendQuoted(dst, ch.Query)
+	if len(ch.TableChanges) > 0 {
+		dst = appendTableChanges(dst, ch.TableChanges)
+	}
 	dst = append(dst, `,"ts_ms":`...)
 	dst = e.appendNow(dst)
 	return append(dst, '}', '\n')
@@ -435,4 +438,86 @@ func appendKey(dst []byte, t *binlog.Table, row, fallback binlog.Row) []byte {
 		}
 	}
 	return append(dst, '}')
+}
+
+// appendTableChanges writes a DDL event's "tableChanges" (Debezium's
+// shape): per captured table the statement created, altered or dropped,
+// its type, its id "db"."table", its definition after the statement
+// ("table"; before it for a drop) and, a sluice addition, "before".
+func appendTableChanges(dst []byte, tcs []binlog.TableChange) []byte {
+	dst = append(dst, `,"tableChanges":[`...)
+	for i := range tcs {
+		tc := &tcs[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"type":`...)
+		dst = appendQuoted(dst, tc.Kind)
+		dst = append(dst, `,"id":`...)
+		dst = appendQuoted(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
+		after := tc.After
+		if tc.Kind == "DROP" {
+			after = tc.Before
+		}
+		dst = append(dst, `,"table":`...)
+		dst = appendTableDef(dst, after)
+		dst = append(dst, `,"before":`...)
+		dst = appendTableDef(dst, tc.Before)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func appendTableDef(dst []byte, t *binlog.Table) []byte {
+	if t == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, `{"primaryKeyColumnNames":[`...)
+	for i, k := range t.PrimaryKey {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendQuoted(dst, t.Columns[k].Name)
+	}
+	dst = append(dst, `],"columns":[`...)
+	for i := range t.Columns {
+		c := &t.Columns[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"name":`...)
+		dst = appendQuoted(dst, c.Name)
+		name := c.TypeName()
+		if c.Unsigned {
+			name += " UNSIGNED"
+		}
+		dst = append(dst, `,"typeName":`...)
+		dst = appendQuoted(dst, name)
+		dst = append(dst, `,"charsetName":`...)
+		if c.Charset == "" {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendQuoted(dst, c.Charset)
+		}
+		dst = append(dst, `,"position":`...)
+		dst = strconv.AppendInt(dst, int64(i+1), 10)
+		dst = append(dst, `,"optional":`...)
+		dst = strconv.AppendBool(dst, c.Nullable)
+		members := c.Enum
+		if len(c.Set) > 0 {
+			members = c.Set
+		}
+		if len(members) > 0 {
+			dst = append(dst, `,"enumValues":[`...)
+			for j, m := range members {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendQuoted(dst, m)
+			}
+			dst = append(dst, ']')
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']', '}')
 }

@@ -117,6 +117,12 @@ func (e *Etcd) CheckpointStore(l *Leadership) *checkpoint.EtcdStore {
 	return &checkpoint.EtcdStore{Client: e.client, Key: e.CheckpointKey(), Guard: l.Guard}
 }
 
+// SchemaStore is the schema history of a source, in etcd beside the
+// checkpoint, written only while l leads.
+func (e *Etcd) SchemaStore(l *Leadership, source string) *checkpoint.EtcdSchemaStore {
+	return &checkpoint.EtcdSchemaStore{Client: e.client, Prefix: e.CheckpointKey() + "/schema/" + source + "/", Guard: l.Guard}
+}
+
 // Close ends every leadership of e (as Resign does, within a bound) and
 // closes the client.
 func (e *Etcd) Close() error {

@@ -48,6 +48,12 @@ type SourceConfig struct {
 	// snapshot mode "initial" then takes no snapshot).
 	StartGiven bool
 	Snapshot   SnapshotConfig
+	// Schema, when set, stores the source's schema history (see
+	// binlog.History): the captured tables' definitions as of every
+	// position the pipeline may resume from, so that rows read after a
+	// restart decode with the columns they were written with whatever DDL
+	// came after (binlog_row_metadata=MINIMAL). Nil: information_schema.
+	Schema binlog.HistoryStore
 	// SignalTable ("db.table"), when set, is a table whose inserted rows
 	// (type='snapshot', data='db.t1,db.t2') start incremental snapshots.
 	SignalTable string
@@ -133,6 +139,17 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	if mode == "" {
 		mode = snapshot.ModeInitial
 	}
+	var h *binlog.History
+	if s.cfg.Schema != nil {
+		var match func(db, table string) bool
+		if cfg.Tables != nil {
+			match = cfg.Tables.Match
+		}
+		h = binlog.NewHistory("", match, s.cfg.Schema, s.log)
+		if err := h.Load(ctx); err != nil {
+			return err
+		}
+	}
 	var deferred []snapshot.Deferred
 	if resume == nil {
 		purged := false
@@ -149,6 +166,15 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		need, err := mode.Needed(saved, purged)
 		if err != nil {
 			return err
+		}
+		if need && h != nil {
+			// The definitions just before the snapshot's point: the
+			// stream starts there, and the DDL before it was not read
+			// (a snapshot taken again after a crash starts later than
+			// the definitions stored by the first).
+			if err := captureHistory(ctx, cfg, h); err != nil {
+				return err
+			}
 		}
 		if need {
 			sc := s.cfg.Snapshot
@@ -199,6 +225,19 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		}
 	}
 	fresh := cfg.Start.IsZero() // the reader resolves start_at itself
+	if h != nil {
+		// No position older than the start can be resumed from again
+		// (it is the earliest of the checkpoint's and the sinks').
+		if err := h.Compact(ctx, cfg.Start); err != nil {
+			return err
+		}
+		if !h.Empty() {
+			h.Rewind(cfg.Start)
+		} else if !fresh {
+			s.log.Warn("no schema history stored: the table definitions are captured now, for a start at an older position (rows written before later DDL are checked against the binlog's column types)", "start", cfg.Start.String())
+		}
+		cfg.History = h
+	}
 	r, err := binlog.NewReader(cfg)
 	if err != nil {
 		return err
@@ -308,6 +347,21 @@ func (s *source) stopStreaming() {
 		req.done <- errors.New("the pipeline is stopping")
 	}
 	s.pending = nil
+}
+
+// captureHistory captures h's definitions now, at the server's current
+// binlog position.
+func captureHistory(ctx context.Context, cfg binlog.Config, h *binlog.History) error {
+	c, err := binlog.Dial(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	pos, err := binlog.BinlogPosition(c)
+	if err != nil {
+		return err
+	}
+	return h.Capture(ctx, c, position.Position{File: pos.File, Offset: pos.Offset})
 }
 
 // PipelineServerID is the replica server_id a pipeline uses when none is

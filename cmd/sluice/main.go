@@ -42,7 +42,7 @@ func main() {
 		}
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	}
-	root.AddCommand(runCmd(), statusCmd(), tailCmd(), readCmd(), snapshotCmd(), benchCmd())
+	root.AddCommand(runCmd(), statusCmd(), tailCmd(), readCmd(), snapshotCmd(), schemaCmd(), benchCmd())
 	// SLUICE_CPUPROFILE=file writes a CPU profile of the whole run (for BENCHMARKS.md).
 	if path := os.Getenv("SLUICE_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {

@@ -71,7 +71,7 @@ func setLogger(l config.Log) {
 }
 
 // buildPipeline turns a config into a pipeline (not started).
-func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint.Store, epoch func(context.Context, uint64) (uint64, error)) (*pipeline.Pipeline, []pipeline.Sink, error) {
+func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint.Store, schema func(source string) binlog.HistoryStore, epoch func(context.Context, uint64) (uint64, error)) (*pipeline.Pipeline, []pipeline.Sink, error) {
 	var srcs []pipeline.SourceConfig
 	for i, sc := range cfg.Sources {
 		key := "source"
@@ -81,6 +81,9 @@ func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint
 		src, err := sourceConfig(sc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %s.%w", path, key, err)
+		}
+		if schema != nil {
+			src.Schema = schema(src.Name)
 		}
 		srcs = append(srcs, src)
 	}
@@ -253,7 +256,10 @@ func buildSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Sink,
 func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
 	m := newMetrics(cfg.Pipeline)
 	var (
-		store checkpoint.Store = &checkpoint.FileStore{Path: cfg.Checkpoint.Path}
+		store  checkpoint.Store = &checkpoint.FileStore{Path: cfg.Checkpoint.Path}
+		schema                  = func(source string) binlog.HistoryStore {
+			return &checkpoint.FileSchemaStore{Path: checkpoint.SchemaPath(cfg.Checkpoint.Path, source)}
+		}
 		epoch func(context.Context, uint64) (uint64, error)
 		lost  <-chan struct{}
 	)
@@ -273,11 +279,12 @@ func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
 		}
 		slog.Info("leading the pipeline", "pipeline", cfg.Pipeline, "epoch", lead.Epoch(), "id", co.ID())
 		store = co.CheckpointStore(lead)
+		schema = func(source string) binlog.HistoryStore { return co.SchemaStore(lead, source) }
 		le := lead.Epoch()
 		epoch = func(context.Context, uint64) (uint64, error) { return le, nil }
 		lost = lead.Lost()
 	}
-	p, sinks, err := buildPipeline(path, cfg, m, store, epoch)
+	p, sinks, err := buildPipeline(path, cfg, m, store, schema, epoch)
 	if err != nil {
 		return err
 	}

@@ -397,3 +397,11 @@ func needsQuotes(id string) bool {
 	}
 	return id == ""
 }
+
+// Grammar returns the syntax tree of one statement, for callers that need
+// more than Parse tells (the schema history applies DDL trees to table
+// definitions). The error names the statement by nothing but its
+// position in it.
+func Grammar(query string) (sqlparser.Statement, error) {
+	return parser.Parse(query)
+}
