@@ -284,7 +284,7 @@ func (h *History) Compact(ctx context.Context, upTo position.Position) error {
 		return nil
 	}
 	s := h.replay(h.base, h.entries, upTo)
-	st := HistoryState{Pos: position.Position{File: upTo.File, Offset: upTo.Offset}, Databases: map[string]string{}}
+	st := HistoryState{Pos: upTo, Databases: map[string]string{}}
 	for db, cs := range s.dbs {
 		st.Databases[db] = cs
 	}

@@ -1834,7 +1834,7 @@ func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Stat
 	}
 	ch := Change{Op: OpDDL, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize}
 	if h := r.cfg.History; h != nil {
-		changes, err := h.ApplyDDL(r.ctx, position.Position{File: r.file, Offset: hdr.LogPos}, db, q)
+		changes, err := h.ApplyDDL(r.ctx, r.endHere(hdr), db, q)
 		if err != nil {
 			return err
 		}
@@ -2157,6 +2157,25 @@ func (r *Reader) deliver(txn *Txn, h *eventHandler) error {
 	case <-r.ctx.Done():
 		return errHandler
 	}
+}
+
+// endHere is the position after the event of hdr with the GTID state
+// that includes the open transaction's GTID: what commit records as its
+// end. (Positions with their server and GTIDs order the schema history
+// across a failover, where file names mean nothing.)
+func (r *Reader) endHere(hdr *replication.EventHeader) position.Position {
+	end := r.here(hdr.LogPos)
+	g := r.gset.Clone()
+	if r.asm.gtid != "" && r.fetch == nil {
+		if g.Set == nil {
+			g, _ = position.ParseGTIDSet(r.flavor, "")
+		}
+		if g.Set != nil && g.Add(r.asm.gtid) != nil {
+			return end
+		}
+	}
+	end.GTIDs = g.String()
+	return end
 }
 
 // commit ends the transaction at the event whose header is hdr.

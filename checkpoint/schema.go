@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 
@@ -208,12 +209,11 @@ type EtcdSchemaStore struct {
 
 var _ binlog.HistoryStore = (*EtcdSchemaStore)(nil)
 
+// entryKey names an entry by its server, file, offset and table: two
+// servers of a failed-over source can both have a DDL at one file and
+// offset.
 func (s *EtcdSchemaStore) entryKey(e binlog.HistoryEntry) string {
-	return fmt.Sprintf("%se/%s/%012d/%s/%s", s.Prefix, e.Pos.File, e.Pos.Offset, e.DB, e.Table)
-}
-
-func (s *EtcdSchemaStore) posKey(p position.Position) string {
-	return fmt.Sprintf("%se/%s/%012d/", s.Prefix, p.File, p.Offset)
+	return fmt.Sprintf("%se/%s/%s/%012d/%s/%s", s.Prefix, e.Pos.Server, e.Pos.File, e.Pos.Offset, e.DB, e.Table)
 }
 
 // LoadSchema reads the base and the entries in key order.
@@ -240,8 +240,11 @@ func (s *EtcdSchemaStore) LoadSchema(ctx context.Context) (*binlog.HistoryState,
 			entries = append(entries, e)
 		}
 	}
-	// Keys sort by table within a position: one statement's entries each
-	// touch another table, so their order does not matter.
+	// Keys sort by server, then file and offset: positions order them
+	// (across servers by GTID state). Within a position, by table: one
+	// statement's entries each touch another table, so their order does
+	// not matter.
+	sort.SliceStable(entries, func(i, j int) bool { return entries[i].Pos.Compare(entries[j].Pos) < 0 })
 	if base != nil {
 		kept := entries[:0]
 		for _, e := range entries {
@@ -277,12 +280,16 @@ func (s *EtcdSchemaStore) CompactSchema(ctx context.Context, state binlog.Histor
 		return err
 	}
 	ops := []clientv3.Op{clientv3.OpPut(s.Prefix+"base", string(b))}
-	resp, err := s.Client.Get(ctx, s.Prefix+"e/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := s.Client.Get(ctx, s.Prefix+"e/", clientv3.WithPrefix())
 	if err != nil {
 		return fmt.Errorf("checkpoint: reading the schema history under etcd prefix %s: %w", s.Prefix, err)
 	}
 	for _, kv := range resp.Kvs {
-		if string(kv.Key) < s.posKey(state.Pos)+"\xff" {
+		var e binlog.HistoryEntry
+		if err := json.Unmarshal(kv.Value, &e); err != nil {
+			return fmt.Errorf("%w: etcd key %s: %v", ErrCorrupt, kv.Key, err)
+		}
+		if e.Pos.Compare(state.Pos) <= 0 {
 			ops = append(ops, clientv3.OpDelete(string(kv.Key)))
 		}
 	}

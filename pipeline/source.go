@@ -167,13 +167,17 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 		if err != nil {
 			return err
 		}
+		var captured position.Position
 		if need && h != nil {
 			// The definitions just before the snapshot's point: the
 			// stream starts there, and the DDL before it was not read
 			// (a snapshot taken again after a crash starts later than
 			// the definitions stored by the first).
-			if err := captureHistory(ctx, cfg, h); err != nil {
+			if captured, err = captureHistory(ctx, cfg, h); err != nil {
 				return err
+			}
+			if afterCapture != nil {
+				afterCapture()
 			}
 		}
 		if need {
@@ -195,6 +199,11 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 			}, func(t *binlog.Txn) error { return out.txn(ctx, t) })
 			if err != nil {
 				return err
+			}
+			if h != nil {
+				if err := historyUpTo(ctx, cfg, h, captured, res.Position); err != nil {
+					return err
+				}
 			}
 			s.log.Info("snapshot done; streaming continues from its position", "rows", res.Rows, "tables", res.Tables, "method", res.Method, "position", res.Position.String())
 			if s.status != nil {
@@ -350,18 +359,51 @@ func (s *source) stopStreaming() {
 }
 
 // captureHistory captures h's definitions now, at the server's current
-// binlog position.
-func captureHistory(ctx context.Context, cfg binlog.Config, h *binlog.History) error {
+// binlog position, which it returns.
+func captureHistory(ctx context.Context, cfg binlog.Config, h *binlog.History) (position.Position, error) {
 	c, err := binlog.Dial(ctx, cfg)
 	if err != nil {
-		return err
+		return position.Position{}, err
 	}
 	defer c.Close()
 	pos, err := binlog.BinlogPosition(c)
 	if err != nil {
+		return position.Position{}, err
+	}
+	at := position.Position{File: pos.File, Offset: pos.Offset}
+	return at, h.Capture(ctx, c, at)
+}
+
+// afterCapture, when set (by tests), runs between the capture of the
+// definitions and the snapshot.
+var afterCapture func()
+
+// historyUpTo applies to h the DDL logged between the capture of its
+// definitions (from) and the snapshot's point (to), where the stream
+// starts: a DDL run while the snapshot was starting would otherwise be in
+// neither. The binlog between them is read with h as the schema source
+// (its rows decoded and dropped); a statement's entries are stored as the
+// stream's are.
+func historyUpTo(ctx context.Context, cfg binlog.Config, h *binlog.History, from, to position.Position) error {
+	if from.IsZero() || to.File == "" || (position.Position{File: to.File, Offset: to.Offset}).Compare(from) <= 0 {
+		return nil
+	}
+	cfg.Start, cfg.Stop, cfg.History = from, to, h
+	r, err := binlog.NewReader(cfg)
+	if err != nil {
 		return err
 	}
-	return h.Capture(ctx, c, position.Position{File: pos.File, Offset: pos.Offset})
+	defer r.Close()
+	for {
+		txn, err := r.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("schema history: reading the DDL between the definitions' capture (%s) and the snapshot's point (%s): %w", from, to, err)
+		}
+		txn.Release()
+	}
 }
 
 // PipelineServerID is the replica server_id a pipeline uses when none is
