@@ -1209,9 +1209,10 @@ func (r *Reader) stream() (delivered bool, err error) {
 	// silence is measured from when the dump has started: the handshake,
 	// the setup queries and the dump request take a dozen round trips,
 	// which over a slow link (a second each way) is longer than any
-	// heartbeat bound. The setup has its own bound, scaled by the round
-	// trip measured when connecting, and is abandoned at once when the
-	// reader is closed (its socket is closed under it).
+	// heartbeat bound. The setup has its own bound on the time without an
+	// answer, scaled by the round trip measured when connecting, and is
+	// abandoned at once when the reader is closed (its socket is closed
+	// under it).
 	var (
 		stalled, started atomic.Bool
 		setupConns       connSet
@@ -1231,7 +1232,11 @@ func (r *Reader) stream() (delivered bool, err error) {
 				return
 			case <-t.C:
 				if !started.Load() {
-					if time.Since(began) > setupLimit {
+					// Bounded by the time without an answer, not the
+					// setup's whole time: a link that slowed down since
+					// the round trip was measured still answers.
+					last := max(began.UnixNano(), setupConns.read.Load())
+					if time.Since(time.Unix(0, last)) > setupLimit {
 						stalled.Store(true)
 						setupConns.closeAll()
 						scancel()
@@ -1302,7 +1307,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 	if err != nil {
 		finish()
 		if stalled.Load() && r.ctx.Err() == nil {
-			err = fmt.Errorf("binlog: starting the binlog dump from %s took more than %s (the round trip was %s when connecting)", r.cfg.Addr, setupLimit, r.RoundTrip().Round(time.Millisecond))
+			err = fmt.Errorf("binlog: starting the binlog dump from %s: no answer for %s (the round trip was %s when connecting)", r.cfg.Addr, setupLimit, r.RoundTrip().Round(time.Millisecond))
 		}
 		return false, r.classify(err)
 	}
@@ -1323,10 +1328,12 @@ func (r *Reader) stream() (delivered bool, err error) {
 	return h.delivered, r.classify(err)
 }
 
-// cutOnDone closes c's socket when ctx ends, since go-mysql's queries take
-// no context; it returns the function that stops that. (The socket, not
-// c: closing c writes its state, which a query running on another
-// goroutine uses.)
+// CutOnDone closes c's socket when ctx ends, since go-mysql's queries take
+// no context (over a stalled link one waits for ever); it returns the
+// function that stops that. (The socket, not c: closing c writes its
+// state, which a query running on another goroutine uses.)
+func CutOnDone(ctx context.Context, c *client.Conn) func() bool { return cutOnDone(ctx, c) }
+
 func cutOnDone(ctx context.Context, c *client.Conn) func() bool {
 	raw := c.Conn.Conn
 	return context.AfterFunc(ctx, func() { raw.Close() })
@@ -1349,9 +1356,10 @@ func (r *Reader) silenceLimit() time.Duration {
 	return 3*r.cfg.Heartbeat + 5*time.Second + 2*r.RoundTrip()
 }
 
-// setupLimit bounds the setup of a binlog dump (handshake, setup queries,
-// the dump request: a dozen round trips) and a reconnection's check of the
-// server: 30 s plus 30 round trips.
+// setupLimit bounds the time without an answer while a binlog dump is set
+// up (handshake, setup queries, the dump request: a dozen round trips), and
+// the whole of a reconnection's check of the server: 30 s plus 30 round
+// trips.
 func (r *Reader) setupLimit() time.Duration {
 	return 30*time.Second + 30*r.RoundTrip()
 }
@@ -1362,7 +1370,8 @@ type connSet struct {
 	mu      sync.Mutex
 	conns   []net.Conn
 	closed  bool
-	closing atomic.Bool // the syncer is stopping: bound its last dial
+	closing atomic.Bool  // the syncer is stopping: bound its last dial
+	read    atomic.Int64 // Unix ns when bytes last arrived on any of conns
 }
 
 func (s *connSet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -1387,7 +1396,22 @@ func (s *connSet) dial(ctx context.Context, network, addr string) (net.Conn, err
 		return nil, errors.New("binlog: reader closed")
 	}
 	s.conns = append(s.conns, c)
-	return c, nil
+	return progressConn{c, &s.read}, nil
+}
+
+// progressConn notes when bytes last arrived (in Unix ns), so that a setup
+// over a slow link that still answers is told from a stalled one.
+type progressConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c progressConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.read.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 func (s *connSet) closeAll() {
