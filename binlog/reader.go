@@ -757,9 +757,15 @@ func (r *Reader) loop() error {
 // by GTID. A server that cannot be reached, or a link too slow to check it
 // within the setup bound, is left to the reconnection.
 func (r *Reader) recheckServer() error {
-	ctx, cancel := context.WithTimeout(r.ctx, r.setupLimit()+max(r.cfg.CatchUpWait, 0))
+	// Bounded by the last round trip until this connection measures its
+	// own (the link may have slowed: that is often why the stream was
+	// lost), then by the one measured.
+	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
-	c, info, release, err := r.connectChecked(ctx)
+	bound := func() time.Duration { return r.setupLimit() + max(r.cfg.CatchUpWait, 0) }
+	timer := time.AfterFunc(bound(), cancel)
+	defer timer.Stop()
+	c, info, release, err := r.connectChecked(ctx, func() { timer.Reset(bound()) })
 	defer release()
 	if c == nil || ctx.Err() != nil {
 		return nil
@@ -795,8 +801,9 @@ func (r *Reader) recheckServer() error {
 // is closed) the connection's socket is cut, since go-mysql's queries take
 // no context and a stalled link would hold them for ever. c is nil when no
 // server was reached; release stops the cut and closes c (call it also
-// when err is set).
-func (r *Reader) connectChecked(ctx context.Context) (c *client.Conn, info ServerInfo, release func(), err error) {
+// when err is set). measured, when set, is called once the round trip is
+// known (RoundTrip).
+func (r *Reader) connectChecked(ctx context.Context, measured func()) (c *client.Conn, info ServerInfo, release func(), err error) {
 	c, tlsCfg, err := r.dialAny(ctx)
 	if err != nil {
 		return nil, info, func() {}, err
@@ -805,6 +812,9 @@ func (r *Reader) connectChecked(ctx context.Context) (c *client.Conn, info Serve
 	release = func() { stop(); c.Close() }
 	r.tls = tlsCfg
 	r.rttNs.Store(int64(roundTrip(c)))
+	if measured != nil {
+		measured()
+	}
 	info, err = preflight(c, r.cfg.ServerID, r.log())
 	return c, info, release, err
 }
@@ -841,7 +851,7 @@ func (r *Reader) prepare() error {
 	const limit = 10 * time.Minute
 	ctx, cancel := context.WithTimeout(r.ctx, limit)
 	defer cancel()
-	c, info, release, err := r.connectChecked(ctx)
+	c, info, release, err := r.connectChecked(ctx, nil)
 	defer release()
 	if err == nil && c != nil && r.cfg.TLSMode == TLSPreferred && r.tls == nil {
 		r.log().Warn("the server does not offer TLS: connected unencrypted (tls=preferred)", "server", r.cfg.Addr)
