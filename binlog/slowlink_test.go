@@ -34,7 +34,10 @@ func TestSlowLinks(t *testing.T) {
 // slowLink streams rows over a link delaying the server's bytes by delay,
 // idles longer than the heartbeat bound, streams again, and closes.
 func slowLink(t *testing.T, f position.Flavor, delay time.Duration) {
-	db := startServer(t, f, testenv.Options{})
+	// The server drops a client whose handshake takes longer than its
+	// connect_timeout (10 s by default): over a 10 s link, one that
+	// answers its greeting 10 s after it was sent.
+	db := startServer(t, f, testenv.Options{Extra: []string{"--connect-timeout=60"}})
 	exec(t, db, "CREATE DATABASE shop", "CREATE TABLE shop.t (id INT PRIMARY KEY, v INT)")
 	start := binlogEnd(t, db)
 	link := testenv.NewFaultProxy(t, db.Addr())

@@ -76,7 +76,8 @@ func TestRunSlowLinks(t *testing.T) {
 		for _, d := range []time.Duration{time.Second, 4 * time.Second, 10 * time.Second} {
 			t.Run(d.String(), func(t *testing.T) {
 				ctx := context.Background()
-				e := newRunEnv(t, f)
+				// connect_timeout past the delay (see binlog's slowLink).
+				e := newRunEnvOn(t, testenv.Options{Flavor: f, Extra: []string{"--connect-timeout=60"}})
 				link := testenv.NewFaultProxy(t, e.db.Addr())
 				e.url = link.URL(e.db.URL(), e.db.Addr())
 				e.writeConfig(t, "")
