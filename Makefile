@@ -8,6 +8,7 @@
 #   make demo        run the end-to-end demo (sluice run) against a throwaway MariaDB
 #   make chaos       the long crash tests: 20 kills, a 30 s outage, 50 HA faults, 20 aimed pauses
 #   make soak        the randomized differential test on $(SOAK_SEEDS) seeds per server
+#   make slowlinks   sources over links delayed 1, 4 and 10 s one way (about 15 minutes)
 #   make bench       libslave comparison benchmark
 #   make clean
 
@@ -23,7 +24,7 @@ APT_PACKAGES    := mariadb-server mariadb-client redis-server
 
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: all deps build test vet unit fuzz-smoke fuzz demo chaos soak bench bench-snapshot clean bench-sources
+.PHONY: all deps build test vet unit fuzz-smoke fuzz demo chaos soak slowlinks bench bench-snapshot clean bench-sources
 
 all: build test
 
@@ -115,6 +116,14 @@ SOAK_SEED_BASE ?=
 soak: deps
 	SLUICE_DIFF_SEEDS=$(SOAK_SEEDS) SLUICE_DIFF_SEED_BASE=$(SOAK_SEED_BASE) CGO_ENABLED=1 \
 		$(GO) test -race -count=1 -timeout 0 -run 'TestRunDifferential' -v ./cmd/sluice
+
+# The slow-link tests (make test runs the stalled-link ones): the binlog
+# reader over links delaying the server's bytes 1, 4 and 10 s one way,
+# `sluice run` streaming over them and stopped by SIGTERM, and the
+# alignment bound with one source's link at 4 s after an idle period.
+slowlinks: deps
+	SLUICE_SLOWLINKS=1 CGO_ENABLED=1 \
+		$(GO) test -race -count=1 -timeout 60m -run 'SlowLink|StalledLink' -v ./binlog ./cmd/sluice ./pipeline
 
 bench: deps
 	$(GO) run ./cmd/sluice bench libslave

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -304,4 +306,83 @@ func TestSourceFailoverAddressList(t *testing.T) {
 			t.Fatalf("%d rows, last at %s (server %q); want 40 rows, the last from server %q", len(seen), last.End, last.End.Server, newID)
 		}
 	})
+}
+
+// TestSourceFailoverErrantTransaction: the promoted replica has a
+// transaction of its own, written on it while it was a replica (on
+// MariaDB in a domain of its own, as gtid_strict_mode requires), between
+// transactions replicated from the primary and already delivered. The
+// reader resumes on it, says which transactions the old server never had,
+// and delivers the errant one, once, as new data after the saved position.
+func TestSourceFailoverErrantTransaction(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		ctx := context.Background()
+		tp := startTopology(t, f)
+		logs := &lockedBuffer{}
+		r := tp.reader(t, func(c *binlog.Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+		insert(t, tp.primary, 1, 10)
+		if err := tp.replica.WaitCaughtUp(ctx, tp.primary); err != nil {
+			t.Fatal(err)
+		}
+		errant := []string{"INSERT INTO shop.t VALUES (1000, 1000)"}
+		if f == position.MariaDB {
+			errant = append([]string{"SET SESSION gtid_domain_id = 9"}, errant...)
+		}
+		if err := tp.replica.Exec(ctx, errant...); err != nil {
+			t.Fatal(err)
+		}
+		want := "9-2-1"
+		if f == position.MySQL {
+			uuid, _ := tp.replica.ServerUUID(ctx)
+			want = uuid + ":1"
+		}
+		insert(t, tp.primary, 11, 20)
+		seen := map[int64]int{}
+		readIDs(t, r, seen, 20)
+		if err := tp.replica.WaitCaughtUp(ctx, tp.primary); err != nil {
+			t.Fatal(err)
+		}
+		tp.failover(t, true)
+		insert(t, tp.replica, 21, 25)
+		var errantAt *binlog.Txn
+		for seen[25] == 0 {
+			txn := next(t, r)
+			for _, ch := range txn.Changes {
+				id := ch.After[0].Int()
+				if seen[id]++; seen[id] > 1 {
+					t.Fatalf("row %d delivered twice (at %s)", id, txn.End)
+				}
+				if id == 1000 {
+					errantAt = txn
+				}
+			}
+		}
+		if len(seen) != 26 || errantAt == nil {
+			t.Fatalf("%d rows delivered (errant row: %v), want 1-25 and the errant 1000", len(seen), errantAt != nil)
+		}
+		if errantAt.GTID != want {
+			t.Errorf("the errant transaction came with GTID %s, want %s", errantAt.GTID, want)
+		}
+		if l := logs.String(); !strings.Contains(l, "never had") || !strings.Contains(l, want) {
+			t.Errorf("the log does not name the errant transaction %s:\n%s", want, l)
+		}
+	})
+}
+
+// lockedBuffer is a log destination the test reads while the reader writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

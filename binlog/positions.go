@@ -35,6 +35,26 @@ func BinlogPosition(c *client.Conn) (position.Position, error) {
 	return binlogStatus(c, v)
 }
 
+// ServerIdentity returns the identity of c's server as positions name it
+// (position.Position.Server): MySQL's server_uuid, MariaDB's server_id in
+// decimal.
+func ServerIdentity(c *client.Conn) (string, error) {
+	v, err := ParseServerVersion(c.GetServerVersion())
+	if err != nil {
+		return "", err
+	}
+	q := "SELECT @@server_id"
+	if v.mysql() {
+		q = "SELECT @@server_uuid"
+	}
+	rs, err := c.Execute(q)
+	if err != nil {
+		return "", fmt.Errorf("binlog: reading the server's identity (%s): %w", q, brief(err))
+	}
+	defer rs.Close()
+	return strings.TrimSpace(resultString(rs, 0, 0)), nil
+}
+
 func binlogStatus(c *client.Conn, v ServerVersion) (position.Position, error) {
 	var p position.Position
 	stmt := v.BinlogStatusStatement()
@@ -59,33 +79,6 @@ func binlogStatus(c *client.Conn, v ServerVersion) (position.Position, error) {
 	}
 	p.Flavor = v.Flavor
 	return p, nil
-}
-
-// ServerIdentity returns what names the server behind c in positions
-// (position.Position.Server): MySQL's server_uuid, MariaDB's server_id.
-func ServerIdentity(c *client.Conn) (string, error) {
-	v, err := ParseServerVersion(c.GetServerVersion())
-	if err != nil {
-		return "", err
-	}
-	if v.mysql() {
-		return mysqlServerUUID(c)
-	}
-	rs, err := c.Execute("SELECT @@server_id")
-	if err != nil {
-		return "", fmt.Errorf("binlog: reading server_id: %w", brief(err))
-	}
-	defer rs.Close()
-	return resultString(rs, 0, 0), nil
-}
-
-func mysqlServerUUID(c *client.Conn) (string, error) {
-	rs, err := c.Execute("SELECT @@server_uuid")
-	if err != nil {
-		return "", fmt.Errorf("binlog: reading server_uuid: %w", brief(err))
-	}
-	defer rs.Close()
-	return resultString(rs, 0, 0), nil
 }
 
 // CurrentPosition returns the server's current end of binlog as a whole
@@ -456,6 +449,79 @@ func checkResumable(c *client.Conn, v ServerVersion, p position.Position) (oldes
 		return oldest, checkGTIDs(c, v, saved, oldest)
 	}
 	return oldest, locateFile(files, p)
+}
+
+// newTransactions names the transactions c's server has logged that the
+// GTID state saved (of another server: the source failed over) lacks:
+// errant transactions (written on the server while it was a replica, never
+// on the server saved was read from) and those written since it was
+// promoted. The server sends them after the saved state, so they are
+// delivered.
+//
+// On MariaDB the server's state is the last GTID of each domain and
+// server_id pair: a domain saved lacks, or a pair numbered after saved's
+// GTID of its domain. A pair of another server_id numbered before it is
+// not named: it is the shared history of an earlier failover, or (without
+// gtid_strict_mode) an errant transaction logged before the resume point,
+// which MariaDB, streaming each domain from one GTID on, does not send;
+// the two cannot be told apart here (see docs/SOURCES.md).
+func newTransactions(c *client.Conn, v ServerVersion, saved position.GTIDSet) (string, error) {
+	s := saved.String()
+	if v.mysql() {
+		rs, err := c.Execute("SELECT GTID_SUBTRACT(@@GLOBAL.gtid_executed, '" + mysql.Escape(s) + "')")
+		if err != nil {
+			return "", fmt.Errorf("binlog: comparing the server's GTIDs with the GTID state %s: %w", s, brief(err))
+		}
+		defer rs.Close()
+		return position.CompactGTIDs(resultString(rs, 0, 0)), nil
+	}
+	rs, err := c.Execute("SELECT @@GLOBAL.gtid_binlog_state")
+	if err != nil {
+		return "", fmt.Errorf("binlog: reading gtid_binlog_state: %w", brief(err))
+	}
+	defer rs.Close()
+	return mariaDBNew(s, resultString(rs, 0, 0)), nil
+}
+
+// mariaDBNew is newTransactions on MariaDB, from the saved GTID state (one
+// GTID per domain) and the server's gtid_binlog_state.
+func mariaDBNew(saved, state string) string {
+	type gtid struct {
+		domain, server string
+		seq            uint64
+	}
+	parse := func(g string) (gtid, bool) {
+		f := strings.Split(strings.TrimSpace(g), "-")
+		if len(f) != 3 {
+			return gtid{}, false
+		}
+		n, err := strconv.ParseUint(f[2], 10, 64)
+		return gtid{f[0], f[1], n}, err == nil
+	}
+	at := map[string]gtid{} // domain -> saved GTID
+	for g := range strings.SplitSeq(saved, ",") {
+		if p, ok := parse(g); ok {
+			at[p.domain] = p
+		}
+	}
+	var out []string
+	for g := range strings.SplitSeq(state, ",") {
+		p, ok := parse(g)
+		if !ok {
+			continue
+		}
+		g = strings.TrimSpace(g)
+		switch s, ok := at[p.domain]; {
+		case !ok:
+			out = append(out, "domain "+p.domain+" up to "+g)
+		case p.seq <= s.seq:
+		case p.server == s.server:
+			out = append(out, fmt.Sprintf("%s-%s-%d to %s", p.domain, p.server, s.seq+1, g))
+		default:
+			out = append(out, fmt.Sprintf("server_id %s in domain %s, up to %s", p.server, p.domain, g))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // behindError is a GTID state with transactions the server does not have

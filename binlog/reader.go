@@ -341,8 +341,10 @@ type Reader struct {
 	// Annotate_rows events (a replica gets them only on request).
 	atStmt      bool
 	startByFile bool             // connect by file position until a transaction has passed
-	rtt         time.Duration    // a round trip to the server, measured when connecting
 	arenas      chan *chunkArena // chunks released by the consumer (Txn.Release)
+
+	// inUse is the configuration for the address in use (Source).
+	inUse atomic.Pointer[Config]
 
 	deliveredMu  sync.Mutex
 	deliveredPos position.Position
@@ -352,7 +354,7 @@ type Reader struct {
 	statements  atomic.Int64
 	unparsedDDL atomic.Int64
 	failovers   atomic.Int64
-	rttNs       atomic.Int64 // rtt, for RoundTrip
+	rttNs       atomic.Int64 // a round trip to the server, measured when connecting (RoundTrip)
 	catchUpNs   atomic.Int64
 }
 
@@ -469,8 +471,18 @@ func NewReader(cfg Config) (*Reader, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Reader{cfg: cfg, out: make(chan *Txn, 2), ctx: ctx, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}, nil
+	r := &Reader{cfg: cfg, out: make(chan *Txn, 2), ctx: ctx, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
+	r.inUse.Store(&cfg)
+	return r, nil
 }
+
+// Source returns the configuration of the server the reader uses: its
+// address (the first of Config.Addrs that answered, or the one it moved
+// to), with no other addresses, so that connections made with it (Dial)
+// reach that server or fail. Other connections that must see what the
+// stream sees (a snapshot read while streaming) use it. Safe to call at
+// any time.
+func (r *Reader) Source() Config { return r.inUse.Load().Only() }
 
 // OnRow registers fn for every change to db.table ("*" matches any).
 func (r *Reader) OnRow(db, table string, fn func(*Txn, *Change) error) {
@@ -574,11 +586,31 @@ func (r *Reader) log() *slog.Logger { return r.cfg.Logger }
 func (r *Reader) dial(ctx context.Context) (*client.Conn, error) { return Dial(ctx, r.cfg) }
 
 // Dial opens a plain SQL connection to cfg's server (address, user,
-// password, TLS), for queries beside the replication stream.
+// password, TLS), for queries beside the replication stream: cfg.Addr or,
+// when it cannot be reached, the first of cfg.Addrs that can.
 func Dial(ctx context.Context, cfg Config) (*client.Conn, error) {
 	c, _, _, err := dialFirst(ctx, cfg)
 	return c, err
 }
+
+// DialFirst is Dial, and returns the configuration of the server reached,
+// with no other addresses (see Only): connections that must reach the same
+// server (a snapshot's) dial with it.
+func DialFirst(ctx context.Context, cfg Config) (*client.Conn, Config, error) {
+	c, _, reached, err := dialFirst(ctx, cfg)
+	return c, reached.Only(), err
+}
+
+// Only is c for its address Addr alone: Addrs emptied, so that a
+// connection made with it reaches that server or fails.
+func (c Config) Only() Config {
+	c.Addrs, c.addrTLS = nil, nil
+	return c
+}
+
+// At is c with addr (one of c.Addrs) as the address tried first, with that
+// address's TLS settings; the other addresses stay.
+func (c Config) At(addr string) Config { return c.at(addr) }
 
 // dialFirst connects to cfg.Addr or, when it cannot be reached, to the
 // next of cfg.Addrs that can (in list order, starting after cfg.Addr). It
@@ -622,6 +654,7 @@ func (r *Reader) dialAny(ctx context.Context) (*client.Conn, *tls.Config, error)
 	if err == nil && cfg.Addr != r.cfg.Addr {
 		r.log().Warn("the source's server cannot be reached: using another of its addresses", "unreachable", r.cfg.Addr, "server", cfg.Addr)
 		r.cfg = cfg
+		r.inUse.Store(&cfg)
 	}
 	return c, t, err
 }
@@ -744,20 +777,22 @@ func (r *Reader) loop() error {
 // recheckServer runs before a reconnection: when the address now leads to
 // another server (a DNS name or virtual IP moved to a promoted replica),
 // that server is checked as at the start and the position is found on it
-// by GTID. A server that cannot be reached is left to the reconnection.
+// by GTID. A server that cannot be reached, or a link too slow to check it
+// within the setup bound, is left to the reconnection.
 func (r *Reader) recheckServer() error {
-	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	// Bounded by the last round trip until this connection measures its
+	// own (the link may have slowed: that is often why the stream was
+	// lost), then by the one measured.
+	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
-	c, tlsCfg, err := r.dialAny(ctx)
-	if err != nil {
+	bound := func() time.Duration { return r.setupLimit() + max(r.cfg.CatchUpWait, 0) }
+	timer := time.AfterFunc(bound(), cancel)
+	defer timer.Stop()
+	c, info, release, err := r.connectChecked(ctx, func() { timer.Reset(bound()) })
+	defer release()
+	if c == nil || ctx.Err() != nil {
 		return nil
 	}
-	r.tls = tlsCfg
-	defer c.Close()
-	defer cutOnDone(r.ctx, c)()
-	r.rtt = roundTrip(c)
-	r.rttNs.Store(int64(r.rtt))
-	info, err := preflight(c, r.cfg.ServerID, r.log())
 	if err != nil || info.Identity == r.server.Identity {
 		return err
 	}
@@ -769,6 +804,9 @@ func (r *Reader) recheckServer() error {
 	}
 	resume, err := r.onServer(c, info, r.resume)
 	if err != nil {
+		if ctx.Err() != nil && r.ctx.Err() == nil {
+			return nil // the link stalled: the reconnection tries again
+		}
 		return err
 	}
 	r.server = info
@@ -778,6 +816,30 @@ func (r *Reader) recheckServer() error {
 	// new server, from its commit on.
 	r.fetch = nil
 	return nil
+}
+
+// connectChecked connects to the source's server in use (or the first of
+// its other addresses that answers, see dialAny), measures the round trip
+// and runs the preflight checks. When ctx ends (its bound, or the reader
+// is closed) the connection's socket is cut, since go-mysql's queries take
+// no context and a stalled link would hold them for ever. c is nil when no
+// server was reached; release stops the cut and closes c (call it also
+// when err is set). measured, when set, is called once the round trip is
+// known (RoundTrip).
+func (r *Reader) connectChecked(ctx context.Context, measured func()) (c *client.Conn, info ServerInfo, release func(), err error) {
+	c, tlsCfg, err := r.dialAny(ctx)
+	if err != nil {
+		return nil, info, func() {}, err
+	}
+	stop := cutOnDone(ctx, c)
+	release = func() { stop(); c.Close() }
+	r.tls = tlsCfg
+	r.rttNs.Store(int64(roundTrip(c)))
+	if measured != nil {
+		measured()
+	}
+	info, err = preflight(c, r.cfg.ServerID, r.log())
+	return c, info, release, err
 }
 
 // retryable reports whether err is a lost connection or a server going
@@ -807,28 +869,27 @@ var errHandler = errors.New("binlog: stream stopped")
 // prepare runs the preflight checks and fixes the start position.
 func (r *Reader) prepare() error {
 	// Connecting takes a few round trips: minutes over a link with a
-	// 10 s delay. A server that does not answer at all is bounded by the
-	// dial's own 10 s.
-	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Minute)
+	// 10 s delay (about 25 round trips). A server that does not answer
+	// at all is bounded by the dial's own 10 s.
+	const limit = 10 * time.Minute
+	ctx, cancel := context.WithTimeout(r.ctx, limit)
 	defer cancel()
-	c, tlsCfg, err := r.dialAny(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	// Closing the reader cuts the checks' queries (a stalled link would
-	// hold them for ever).
-	defer cutOnDone(r.ctx, c)()
-	r.tls = tlsCfg
-	r.rtt = roundTrip(c)
-	r.rttNs.Store(int64(r.rtt))
-	if r.cfg.TLSMode == TLSPreferred && tlsCfg == nil {
+	c, info, release, err := r.connectChecked(ctx, nil)
+	defer release()
+	if err == nil && c != nil && r.cfg.TLSMode == TLSPreferred && r.tls == nil {
 		r.log().Warn("the server does not offer TLS: connected unencrypted (tls=preferred)", "server", r.cfg.Addr)
 	}
-	info, err := preflight(c, r.cfg.ServerID, r.log())
-	if err != nil {
-		return err
+	if err == nil {
+		err = r.checkStart(c, info)
 	}
+	if err != nil && c != nil && ctx.Err() != nil && r.ctx.Err() == nil {
+		return fmt.Errorf("binlog: checking %s and finding the start position took more than %s (the round trip was %s): %w", r.cfg.Addr, limit, r.RoundTrip().Round(time.Millisecond), err)
+	}
+	return err
+}
+
+// checkStart finishes prepare on the checked connection c.
+func (r *Reader) checkStart(c *client.Conn, info ServerInfo) (err error) {
 	if !r.cfg.TakeOverServerID {
 		if err := checkReplicas(c, info.Version, r.cfg.ServerID, r.cfg.ReplicaHost, r.log()); err != nil {
 			return err
@@ -893,7 +954,7 @@ func (r *Reader) prepare() error {
 	}
 	r.resume = start
 	if h := r.cfg.History; h != nil && h.Empty() {
-		if err := h.Capture(ctx, c, position.Position{File: start.File, Offset: start.Offset}); err != nil {
+		if err := h.Capture(r.ctx, c, position.Position{File: start.File, Offset: start.Offset}); err != nil {
 			return err
 		}
 	}
@@ -926,7 +987,15 @@ func (r *Reader) onServer(c *client.Conn, info ServerInfo, start position.Positi
 			if waited > 0 {
 				r.log().Info("the server has caught up with the saved position", "server", r.cfg.Addr, "waited", time.Since(began).Round(time.Millisecond).String())
 			}
+			if other {
+				r.warnNew(c, info, start)
+			}
 			return start, nil
+		case errors.Is(err, ErrPurged) && other:
+			// MySQL: transactions not delivered yet (errant ones of the
+			// promoted replica, or the old server's after the saved
+			// position) that this server purged: they cannot be sent.
+			return start, fmt.Errorf("%w. Those transactions were not delivered from server %s (errant transactions of this server while it was a replica, or ones after the saved position) and this server can no longer send them: their changes are in its tables but would be missing from the output; take a new snapshot", err, start.Server)
 		case errors.Is(err, ErrPurged):
 			return start, fmt.Errorf("%w. Start from there (--from earliest), or take a new snapshot", err)
 		case !errors.As(err, &be):
@@ -951,6 +1020,27 @@ func (r *Reader) onServer(c *client.Conn, info ServerInfo, start position.Positi
 	}
 }
 
+// warnNew names, after a failover, the transactions the new server has
+// that the saved position lacks: errant transactions (written on it while
+// it was a replica) and those written since its promotion. They are new
+// data after the saved position, and delivered as such: the server sends
+// them first. An errant transaction the server committed before
+// transactions already delivered therefore comes after them.
+func (r *Reader) warnNew(c *client.Conn, info ServerInfo, start position.Position) {
+	saved, err := position.ParseGTIDSet(info.Flavor, start.GTIDs)
+	if err != nil {
+		return
+	}
+	extra, err := newTransactions(c, info.Version, saved)
+	if err != nil {
+		r.log().Warn("cannot compare the server's GTIDs with the saved position's", "server", r.cfg.Addr, "error", err.Error())
+		return
+	}
+	if extra != "" {
+		r.log().Warn("the server has transactions the saved position's server never had (errant transactions of a replica, or written since its promotion): delivering them as new data after the saved position", "server", r.cfg.Addr, "identity", info.Identity, "gtids", extra)
+	}
+}
+
 // preflight checks the server the way a careful replica does.
 func preflight(c *client.Conn, serverID uint32, log *slog.Logger) (ServerInfo, error) {
 	var info ServerInfo
@@ -970,7 +1060,7 @@ func preflight(c *client.Conn, serverID uint32, log *slog.Logger) (ServerInfo, e
 	info.Identity = strconv.FormatUint(sid, 10)
 	rs.Close()
 	if v.mysql() {
-		if info.Identity, err = mysqlServerUUID(c); err != nil {
+		if info.Identity, err = ServerIdentity(c); err != nil {
 			return info, err
 		}
 	}
@@ -1163,15 +1253,16 @@ func (r *Reader) stream() (delivered bool, err error) {
 	// silence is measured from when the dump has started: the handshake,
 	// the setup queries and the dump request take a dozen round trips,
 	// which over a slow link (a second each way) is longer than any
-	// heartbeat bound. The setup has its own bound, scaled by the round
-	// trip measured when connecting, and is abandoned at once when the
-	// reader is closed (its socket is closed under it).
+	// heartbeat bound. The setup has its own bound on the time without an
+	// answer, scaled by the round trip measured when connecting, and is
+	// abandoned at once when the reader is closed (its socket is closed
+	// under it).
 	var (
 		stalled, started atomic.Bool
 		setupConns       connSet
 	)
 	silence := r.silenceLimit()
-	setupLimit := 30*time.Second + 30*r.rtt
+	setupLimit := r.setupLimit()
 	go func() {
 		began := time.Now()
 		t := time.NewTicker(min(r.cfg.Heartbeat, time.Second))
@@ -1185,7 +1276,11 @@ func (r *Reader) stream() (delivered bool, err error) {
 				return
 			case <-t.C:
 				if !started.Load() {
-					if time.Since(began) > setupLimit {
+					// Bounded by the time without an answer, not the
+					// setup's whole time: a link that slowed down since
+					// the round trip was measured still answers.
+					last := max(began.UnixNano(), setupConns.read.Load())
+					if time.Since(time.Unix(0, last)) > setupLimit {
 						stalled.Store(true)
 						setupConns.closeAll()
 						scancel()
@@ -1262,7 +1357,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 	if err != nil {
 		finish()
 		if stalled.Load() && r.ctx.Err() == nil {
-			err = fmt.Errorf("binlog: starting the binlog dump from %s took more than %s (the round trip was %s when connecting)", r.cfg.Addr, setupLimit, r.rtt.Round(time.Millisecond))
+			err = fmt.Errorf("binlog: starting the binlog dump from %s: no answer for %s (the round trip was %s when connecting)", r.cfg.Addr, setupLimit, r.RoundTrip().Round(time.Millisecond))
 		}
 		return false, r.classify(err)
 	}
@@ -1283,10 +1378,12 @@ func (r *Reader) stream() (delivered bool, err error) {
 	return h.delivered, r.classify(err)
 }
 
-// cutOnDone closes c's socket when ctx ends, since go-mysql's queries take
-// no context; it returns the function that stops that. (The socket, not
-// c: closing c writes its state, which a query running on another
-// goroutine uses.)
+// CutOnDone closes c's socket when ctx ends, since go-mysql's queries take
+// no context (over a stalled link one waits for ever); it returns the
+// function that stops that. (The socket, not c: closing c writes its
+// state, which a query running on another goroutine uses.)
+func CutOnDone(ctx context.Context, c *client.Conn) func() bool { return cutOnDone(ctx, c) }
+
 func cutOnDone(ctx context.Context, c *client.Conn) func() bool {
 	raw := c.Conn.Conn
 	return context.AfterFunc(ctx, func() { raw.Close() })
@@ -1306,7 +1403,15 @@ func roundTrip(c *client.Conn) time.Duration {
 // its connection counts as dead: three heartbeats and 5 s, plus two round
 // trips (a heartbeat is late by the link's delay, not by a multiple).
 func (r *Reader) silenceLimit() time.Duration {
-	return 3*r.cfg.Heartbeat + 5*time.Second + 2*r.rtt
+	return 3*r.cfg.Heartbeat + 5*time.Second + 2*r.RoundTrip()
+}
+
+// setupLimit bounds the time without an answer while a binlog dump is set
+// up (handshake, setup queries, the dump request: a dozen round trips), and
+// the whole of a reconnection's check of the server: 30 s plus 30 round
+// trips.
+func (r *Reader) setupLimit() time.Duration {
+	return 30*time.Second + 30*r.RoundTrip()
 }
 
 // connSet records the connections a binlog syncer dials, so that its
@@ -1315,7 +1420,8 @@ type connSet struct {
 	mu      sync.Mutex
 	conns   []net.Conn
 	closed  bool
-	closing atomic.Bool // the syncer is stopping: bound its last dial
+	closing atomic.Bool  // the syncer is stopping: bound its last dial
+	read    atomic.Int64 // Unix ns when bytes last arrived on any of conns
 }
 
 func (s *connSet) dial(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -1340,7 +1446,22 @@ func (s *connSet) dial(ctx context.Context, network, addr string) (net.Conn, err
 		return nil, errors.New("binlog: reader closed")
 	}
 	s.conns = append(s.conns, c)
-	return c, nil
+	return progressConn{c, &s.read}, nil
+}
+
+// progressConn notes when bytes last arrived (in Unix ns), so that a setup
+// over a slow link that still answers is told from a stalled one.
+type progressConn struct {
+	net.Conn
+	read *atomic.Int64
+}
+
+func (c progressConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.read.Store(time.Now().UnixNano())
+	}
+	return n, err
 }
 
 func (s *connSet) closeAll() {

@@ -24,6 +24,21 @@ type clockEstimate struct {
 	win  [16]clockSample
 	n, i int
 	ok   atomic.Int64 // Unix ns of the last successful sample
+	// last is the round trip of the latest sample (rtt is the shortest
+	// of the window's: a link that slowed down shows in last first), and
+	// inflight the Unix ns when the sample under way began (0: none).
+	last, inflight atomic.Int64
+}
+
+// roundTrip is a bound on the link's current round trip as the samples
+// show it at now (Unix ns): the longest of the shortest recent sample's,
+// the latest sample's, and the time the sample under way has taken.
+func (c *clockEstimate) roundTrip(now int64) int64 {
+	rtt := max(c.rtt.Load(), c.last.Load())
+	if s := c.inflight.Load(); s > 0 {
+		rtt = max(rtt, now-s)
+	}
+	return rtt
 }
 
 type clockSample struct{ offset, rtt int64 }
@@ -51,8 +66,12 @@ func (c *clockEstimate) add(offset, rtt int64) int64 {
 // sample's time, which moves an idle or slow source's progress on.
 func (in *input) sampleClock(ctx context.Context, every time.Duration) {
 	cfg := in.src.cfg.Binlog
-	var c *client.Conn
+	var (
+		c    *client.Conn
+		stop = func() bool { return false }
+	)
 	defer func() {
+		stop()
 		if c != nil {
 			c.Close()
 		}
@@ -66,7 +85,9 @@ func (in *input) sampleClock(ctx context.Context, every time.Duration) {
 			conn, err := binlog.Dial(dctx, cfg)
 			cancel()
 			if err == nil {
-				c = conn
+				// Ending the pipeline cuts a sample's queries, which a
+				// stalled link would hold for ever.
+				c, stop = conn, binlog.CutOnDone(ctx, conn)
 			} else if ctx.Err() == nil {
 				failures++
 				if failures == 1 || failures%100 == 0 {
@@ -76,6 +97,7 @@ func (in *input) sampleClock(ctx context.Context, every time.Duration) {
 		}
 		if c != nil {
 			if err := in.sampleOnce(c); err != nil {
+				stop()
 				c.Close()
 				c = nil
 				if ctx.Err() == nil {
@@ -101,6 +123,8 @@ func (in *input) sampleClock(ctx context.Context, every time.Duration) {
 func (in *input) sampleOnce(c *client.Conn) error {
 	now := in.m.p.cfg.Now
 	t0 := now()
+	in.clock.inflight.Store(t0.UnixNano())
+	defer in.clock.inflight.Store(0)
 	rs, err := c.Execute("SELECT UNIX_TIMESTAMP(NOW(6))")
 	t1 := now()
 	if err != nil {
@@ -117,6 +141,7 @@ func (in *input) sampleOnce(c *client.Conn) error {
 	}
 	server := int64(secs*1e6) * 1000 // µs precision, as NOW(6)
 	rtt := t1.Sub(t0)
+	in.clock.last.Store(int64(rtt))
 	mid := t0.UnixNano() + int64(rtt)/2
 	offset := in.clock.add(server-mid, int64(rtt))
 	pos, err := binlog.BinlogPosition(c)

@@ -194,9 +194,13 @@ func (in *input) txn(ctx context.Context, t *binlog.Txn) error {
 		if t.Heartbeat {
 			// No recent clock sample (a sample takes two round trips):
 			// a heartbeat says the source had sent everything when it was
-			// sent, at most a round trip ago.
-			rtt := max(in.clock.rtt.Load(), int64(in.src.roundTrip()))
-			if now := in.m.now(); now-in.clock.ok.Load() > 4*int64(in.m.p.cfg.Align.SampleEvery)+2*rtt {
+			// sent, at most a round trip ago. The round trip is the
+			// link's as it is now: a sample under way for long, or the
+			// latest one, shows a link that slowed down since the reader
+			// connected and since the shortest recent sample.
+			now := in.m.now()
+			rtt := max(in.clock.roundTrip(now), int64(in.src.roundTrip()))
+			if now-in.clock.ok.Load() > 4*int64(in.m.p.cfg.Align.SampleEvery)+2*rtt {
 				in.caught = max(in.caught, now-rtt)
 			}
 		}

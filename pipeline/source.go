@@ -231,6 +231,9 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 				return nil
 			}
 			cfg.Start = res.Position
+			// The stream starts on the server the snapshot read (its
+			// position names it; another one would find it by GTID).
+			cfg = cfg.At(res.Addr)
 		}
 	}
 	fresh := cfg.Start.IsZero() // the reader resolves start_at itself

@@ -622,6 +622,96 @@ func alignIdleAndStalledShard(t *testing.T, flavorOf func(int) position.Flavor) 
 	checkExactlyOnce(t, recProceed, want)
 }
 
+// TestAlignSlowLinkIdle: three sources with max_skew 2 s; one's link
+// slows to 4 s one way while the pipeline runs (the round trip the reader
+// measured when it connected is a loopback's). All are idle for a while,
+// heartbeats only, then all write: no row is delivered more than the
+// bound behind one delivered before it from another source, over the
+// whole run, idle period and the first seconds of writes included (a
+// heartbeat over the slow link used to count as "caught up to now", so the
+// fast sources' rows went out up to 4 s ahead). With SLUICE_SLOWLINKS=1
+// (make slowlinks).
+func TestAlignSlowLinkIdle(t *testing.T) {
+	if os.Getenv("SLUICE_SLOWLINKS") == "" {
+		t.Skip("slow: SLUICE_SLOWLINKS=1, or make slowlinks")
+	}
+	testenv.ForEachFlavorMix(t, func(t *testing.T, flavorOf func(int) position.Flavor) { alignSlowLinkIdle(t, flavorOf) })
+}
+
+func alignSlowLinkIdle(t *testing.T, flavorOf func(int) position.Flavor) {
+	shards := startShards(t, 3, flavorOf)
+	const maxSkew = 2 * time.Second
+	rec := &recorder{name: "slow-idle", keep: func(m *pipeline.Message) bool { return m.Table == "t" }}
+	p := runSources(t, "slow-idle", shards, pipeline.AlignConfig{MaxSkew: maxSkew}, rec)
+	p.waitStreaming(t)
+	// A row from each source shows its binlog dump running before the
+	// link slows down (a dump set up over the slow link takes longer than
+	// max_wait, and that source would count as stalled).
+	for _, s := range shards {
+		if err := s.db.Exec(context.Background(), "INSERT INTO app.t (v) VALUES (0)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCounts(t, rec, map[string]int{"shard1": 1, "shard2": 1, "shard3": 1}, 30*time.Second)
+	slow := shards[2]
+	if err := slow.proxy.SetLatency(4 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(12 * time.Second) // idle: heartbeats only
+	stop := make(chan struct{})
+	loads := make([]*load, len(shards))
+	for i, s := range shards {
+		loads[i] = startLoad(t, s, 50, stop)
+	}
+	time.Sleep(10 * time.Second)
+	close(stop)
+	want := map[string]int{}
+	for i, l := range loads {
+		want[shards[i].name] = l.wait(t) + 1
+	}
+	waitCounts(t, rec, want, 60*time.Second)
+	checkExactlyOnce(t, rec, want)
+	msgs, _ := rec.snapshot()
+	behind, n := outputSkew(msgs, maxSkew)
+	t.Logf("with one link at 4 s one way after an idle period: a row came at most %v behind one delivered before it from another source (max_skew %v); %d rows over the bound", behind, maxSkew, n)
+	// MariaDB's commit times are whole seconds (as in the other tests' bound).
+	if bound := maxSkew + time.Second + 100*time.Millisecond; behind > bound {
+		t.Errorf("output skew %v, over the bound %v (max_skew plus one-second timestamps)", behind, bound)
+	}
+}
+
+// outputSkew is, over messages in delivery order, how far at most a
+// message's event time was behind one delivered before it from another
+// source, and how many messages were more than bound behind: the skew
+// alignment bounds, which holds with idle sources too (an idle source
+// delivers nothing to compare with).
+func outputSkew(msgs []emitted, bound time.Duration) (time.Duration, int) {
+	latest := map[string]time.Time{} // per source: the newest event time delivered
+	var worst time.Duration
+	over := 0
+	for _, m := range msgs {
+		if m.et.IsZero() {
+			continue
+		}
+		var ahead time.Time
+		for src, et := range latest {
+			if src != m.source && et.After(ahead) {
+				ahead = et
+			}
+		}
+		if d := ahead.Sub(m.et); !ahead.IsZero() && d > 0 {
+			worst = max(worst, d)
+			if d > bound {
+				over++
+			}
+		}
+		if m.et.After(latest[m.source]) {
+			latest[m.source] = m.et
+		}
+	}
+	return worst, over
+}
+
 // timedRecorder is a recorder of app.t rows that measures the output skew
 // between sources and the latency from each row's event time.
 func timedRecorder(name string, sources []string) (*recorder, *skewMeter, *latencies) {

@@ -169,6 +169,9 @@ type Result struct {
 	// Position (see Config.Method); the snapshot ends when the Stream has
 	// read them.
 	Deferred []Deferred
+	// Addr is the address of the server read (the first of the source's
+	// addresses that answered); Position is that server's.
+	Addr string
 }
 
 // Deferred is a table Run left to be read while streaming.
@@ -213,12 +216,34 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	if cfg.Method != "" && cfg.Method != "consistent" && cfg.Method != "watermark" {
 		return Result{}, fmt.Errorf("snapshot: method %q: want consistent or watermark", cfg.Method)
 	}
-	coord, err := cfg.dial(ctx)
+	// Every connection of the snapshot goes to one server: the first of the
+	// source's addresses that answers (the stream's own choice, see
+	// binlog.Dial). Its position names that server, so that a stream that
+	// reaches another one (a failover, or the first address back) finds it
+	// there by GTID, or without GTIDs refuses it (binlog.ErrNoFailover),
+	// instead of taking its file and offset for its own.
+	coord, reached, err := binlog.DialFirst(ctx, cfg.Source)
 	if err != nil {
 		return Result{}, err
 	}
 	defer coord.Close()
+	if reached.Addr != cfg.Source.Addr {
+		cfg.Logger.Warn("snapshot: the source's server cannot be reached: reading from another of its addresses", "unreachable", cfg.Source.Addr, "server", reached.Addr)
+	}
+	cfg.Source = reached
+	identity, err := binlog.ServerIdentity(coord)
+	if err != nil {
+		return Result{}, fmt.Errorf("snapshot: %w", err)
+	}
+	res, err := run(ctx, cfg, coord, emit)
+	res.Addr = reached.Addr
+	if !res.Position.IsZero() {
+		res.Position.Server = identity
+	}
+	return res, err
+}
 
+func run(ctx context.Context, cfg Config, coord *client.Conn, emit func(*binlog.Txn) error) (Result, error) {
 	srv, err := probeServer(coord)
 	if err != nil {
 		return Result{}, err
@@ -653,7 +678,7 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv s
 		res.Method = "consistent-snapshot"
 		res.Position, err = snapshotPosition(workers[0])
 		if err == nil {
-			res.Position.Flavor, res.Position.Server = position.MariaDB, srv.identity
+			res.Position.Flavor = position.MariaDB
 			res.Position.GTIDs, err = binlog.GTIDAt(coord, res.Position)
 		}
 	}

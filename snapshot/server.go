@@ -22,9 +22,6 @@ type server struct {
 	// gtids: MySQL's gtid_mode is ON, so every transaction has a GTID and
 	// gtid_executed says which are committed. (MariaDB always has GTIDs.)
 	gtids bool
-	// identity names the server in positions (position.Position.Server),
-	// so that a position of the snapshot is known to be this server's.
-	identity string
 }
 
 // probeServer learns what the snapshot needs of the server behind c.
@@ -34,9 +31,6 @@ func probeServer(c *client.Conn) (server, error) {
 		return server{}, fmt.Errorf("snapshot: %w", err)
 	}
 	s := server{flavor: v.Flavor}
-	if s.identity, err = binlog.ServerIdentity(c); err != nil {
-		return s, fmt.Errorf("snapshot: %w", err)
-	}
 	if s.flavor == position.MariaDB {
 		s.gtids = true
 		return s, nil
@@ -60,7 +54,6 @@ func (s server) position(c *client.Conn) (position.Position, error) {
 	if err != nil {
 		return p, fmt.Errorf("snapshot: %w", err)
 	}
-	p.Server = s.identity
 	if s.flavor == position.MySQL {
 		if !s.gtids {
 			p.GTIDs = ""

@@ -307,7 +307,13 @@ func (s *Stream) connection(ctx context.Context) (*client.Conn, error) {
 	if s.conn != nil {
 		return s.conn, nil
 	}
+	// The chunks are read from the server the reader streams from (the
+	// first of the source's addresses that answered, or the one it moved
+	// to), whose binlog the watermarks must be in.
 	c := Config{Source: s.cfg.Source}
+	if s.r != nil {
+		c.Source = s.r.Source()
+	}
 	conn, err := c.dial(ctx)
 	if err != nil {
 		return nil, err

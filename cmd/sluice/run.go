@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -308,7 +309,14 @@ func runPipeline(ctx context.Context, path string, cfg *config.Config) error {
 			}
 		}()
 	}
+	ran, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		watchShutdown(ctx, p, ran, shutdownBound)
+	}()
 	err = p.Run(rctx)
+	close(ran)
+	<-watched
 	if cause := context.Cause(rctx); errors.Is(cause, errLeadershipLost) {
 		return cause
 	}
@@ -340,6 +348,65 @@ func requireToken(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// shutdownBound is how long `sluice run` may take to stop after SIGTERM or
+// SIGINT: sources closed (bounded whatever the link does), the last batch
+// written and checkpointed. Past it the process exits with status 1 as if
+// killed, which the checkpoint and the sinks' recovery make safe.
+const shutdownBound = 30 * time.Second
+
+// watchShutdown logs, once ctx ends (a signal), what the pipeline is
+// waiting for, then again every 5 s, and ends the process after bound if
+// Run has not returned (ran closed) by then.
+func watchShutdown(ctx context.Context, p *pipeline.Pipeline, ran <-chan struct{}, bound time.Duration) {
+	select {
+	case <-ran:
+		if ctx.Err() == nil {
+			return // stopped by an error, not a signal
+		}
+	case <-ctx.Done():
+	}
+	began := time.Now()
+	slog.Info("signal received: stopping (closing the sources, writing and checkpointing what was read)", append([]any{"bound", bound.String()}, waitingFor(p.Status())...)...)
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	deadline := time.NewTimer(bound)
+	defer deadline.Stop()
+	for {
+		select {
+		case <-ran:
+			slog.Info("stopped", "in", time.Since(began).Round(time.Millisecond).String())
+			return
+		case <-tick.C:
+			slog.Warn("still stopping", append([]any{"for", time.Since(began).Round(time.Second).String()}, waitingFor(p.Status())...)...)
+		case <-deadline.C:
+			slog.Error("not stopped within the bound: exiting; the restart resumes from the last checkpoint, and the sinks' recovery drops what was written after it", append([]any{"bound", bound.String()}, waitingFor(p.Status())...)...)
+			os.Exit(1)
+		}
+	}
+}
+
+// waitingFor describes, as log attributes, what a stopping pipeline waits
+// for: each source's state and the sinks whose writes fail.
+func waitingFor(st pipeline.Status) []any {
+	var out []any
+	for _, s := range st.Sources {
+		state := "connecting"
+		switch {
+		case s.Stalled:
+			state = "stalled (nothing received for align.max_wait)"
+		case s.Streaming:
+			state = "streaming"
+		case len(s.Snapshot) > 0:
+			state = "snapshot"
+		}
+		out = append(out, "source."+cmp.Or(s.Name, "0"), state+" at "+s.Position.String())
+	}
+	for name, why := range st.SinkDown {
+		out = append(out, "sink."+name, "failing: "+why)
+	}
+	return append(out, "checkpoint", st.Position.String())
 }
 
 var errLeadershipLost = errors.New("leadership lost (etcd unreachable for 2/3 of the lease, or another process leads)")

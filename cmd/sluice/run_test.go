@@ -117,7 +117,13 @@ func (e *runEnv) start(t *testing.T, log io.Writer) *exec.Cmd {
 // waitAll waits until every sink holds n log rows.
 func (e *runEnv) waitAll(t *testing.T, n int, log fmt.Stringer) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
+	e.waitAllWithin(t, n, log, 90*time.Second)
+}
+
+// waitAllWithin is waitAll with another bound.
+func (e *runEnv) waitAllWithin(t *testing.T, n int, log fmt.Stringer, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for name, read := range e.readers {
 		for {
 			evs, err := read()
@@ -130,7 +136,7 @@ func (e *runEnv) waitAll(t *testing.T, n int, log fmt.Stringer) {
 					got = workload.Count(evs)
 				}
 				l := log.String()
-				t.Fatalf("sink %s holds %d of %d rows after 90 s (err %v)\n%s", name, got, n, err, l[max(0, len(l)-6000):])
+				t.Fatalf("sink %s holds %d of %d rows after %s (err %v)\n%s", name, got, n, within, err, l[max(0, len(l)-6000):])
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
