@@ -171,7 +171,8 @@ func (m *Server) StartReplication(ctx context.Context) error {
 }
 
 // Promote makes the replica m a primary, as a failover tool does: the
-// receiver stopped, every transaction it received applied (up to 30 s),
+// receiver stopped, every transaction it received applied (up to 30 s;
+// not when the test stopped the applier, to promote a replica that lags),
 // replication stopped and its configuration removed, writes allowed.
 // What the replica never received is lost, as it is in production without
 // semi-synchronous replication.
@@ -194,6 +195,9 @@ func (m *Server) Promote(ctx context.Context) error {
 // has applied every transaction received (MySQL's
 // RECEIVED_TRANSACTION_SET, MariaDB's Gtid_IO_Pos).
 func (m *Server) applyReceived(ctx context.Context) error {
+	if st, err := m.replicaStatus(ctx); err != nil || st.sql != "Yes" {
+		return nil // the applier was stopped on purpose (or m is no replica)
+	}
 	stop, query := "STOP REPLICA IO_THREAD", "SELECT RECEIVED_TRANSACTION_SET FROM performance_schema.replication_connection_status"
 	wait := "SELECT WAIT_FOR_EXECUTED_GTID_SET(?, 30)" // 0 when applied, 1 on timeout
 	if m.Flavor == position.MariaDB {
