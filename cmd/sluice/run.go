@@ -38,10 +38,7 @@ and docs/DELIVERY.md.`,
 		Example: `  sluice run --config sluice.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if path == "" {
-				return config.ErrNoConfig
-			}
-			cfg, err := config.Load(path)
+			cfg, err := loadConfig(path)
 			if err != nil {
 				return err
 			}

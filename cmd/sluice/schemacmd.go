@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
-	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -22,10 +21,7 @@ func schemaCmd() *cobra.Command {
 		Short: "Print the captured tables' definitions as of a binlog position (from the schema history)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if path == "" {
-				return config.ErrNoConfig
-			}
-			cfg, err := config.Load(path)
+			cfg, err := loadConfig(path)
 			if err != nil {
 				return err
 			}

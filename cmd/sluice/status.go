@@ -15,6 +15,14 @@ import (
 	"github.com/sluice-cdc/sluice/coord"
 )
 
+// loadConfig loads the --config file of run, status and schema.
+func loadConfig(path string) (*config.Config, error) {
+	if path == "" {
+		return nil, config.ErrNoConfig
+	}
+	return config.Load(path)
+}
+
 // statusCmd prints what a pipeline's checkpoint, coordinator and running
 // process say about it.
 func statusCmd() *cobra.Command {
@@ -24,10 +32,7 @@ func statusCmd() *cobra.Command {
 		Short: "Show a pipeline's leader, epoch, position and checkpoint",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if path == "" {
-				return config.ErrNoConfig
-			}
-			cfg, err := config.Load(path)
+			cfg, err := loadConfig(path)
 			if err != nil {
 				return err
 			}
