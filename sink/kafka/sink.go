@@ -84,16 +84,48 @@ type Sink struct {
 	names   []string
 	sources map[string][]byte
 	pipeVal []byte
-	promise func(*kgo.Record, error)
+	// out collects the outcome of the records of the current producer
+	// (prod): each producer has its own, because a closed producer's
+	// promises may still run after Close returns.
+	out *produced
+}
 
-	// failed is set by the first record that fails in a Write, whose
-	// error is kept in errMu.err.
+// produced is the outcome of one producer's records in the current
+// Write: failed is set by the first record that fails, whose error and
+// topic are kept.
+type produced struct {
 	failed atomic.Bool
-	errMu  struct {
-		sync.Mutex
-		err error
-		rec *kgo.Record
+	mu     sync.Mutex
+	err    error
+	topic  string
+}
+
+// promise is the promise of every record of one producer.
+func (p *produced) promise(r *kgo.Record, err error) {
+	if err == nil {
+		return
 	}
+	p.mu.Lock()
+	if p.err == nil {
+		p.err, p.topic = err, r.Topic
+	}
+	p.mu.Unlock()
+	p.failed.Store(true)
+}
+
+// reset starts a Write.
+func (p *produced) reset() {
+	p.mu.Lock()
+	p.err, p.topic = nil, ""
+	p.mu.Unlock()
+	p.failed.Store(false)
+}
+
+// result is the first failure of the Write, if any.
+func (p *produced) result() (topic string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.topic, p.err
 }
 
 type topicKey struct{ source, db, table string }
@@ -133,7 +165,6 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		pipeVal:  []byte(pipelineName),
 		offs:     offsets{},
 	}
-	s.promise = s.onProduced
 	if s.opts, err = clientOpts(cfg, log); err != nil {
 		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
 	}
@@ -302,6 +333,7 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		return pipeline.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
 	}
 	s.prod = prod
+	s.out = &produced{}
 	s.epoch = epoch
 	s.offs = sc.pos
 	s.known = sc.known
@@ -328,10 +360,14 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 	}
 	if err := s.write(ctx, b); err != nil {
 		// The client may hold an open transaction and records in any
-		// state: drop it (Close waits until the client no longer touches
-		// the batch). Recover starts a new one, which aborts the
-		// transaction.
+		// state: drop it. Recover starts a new one, which aborts the
+		// transaction. Close fails the records still buffered through
+		// promises that run in the client's goroutines after Close has
+		// returned, and those read the records and their headers: give
+		// them up to the client instead of reusing them for the next
+		// batch (the race detector saw exactly that in TestStalledBroker).
 		s.closeProducer()
+		s.recs, s.hdrs, s.vals = nil, nil, nil
 		return "", err
 	}
 	return s.offs.String(), nil
@@ -342,16 +378,16 @@ func (s *Sink) write(ctx context.Context, b *pipeline.Batch) error {
 	if err != nil {
 		return err
 	}
-	s.failed.Store(false)
-	s.errMu.err, s.errMu.rec = nil, nil
+	out := s.out
+	out.reset()
 	if err := s.prod.BeginTransaction(); err != nil {
 		return s.writeErr(b, "beginning the transaction", err)
 	}
 	for i := range recs {
-		if s.failed.Load() {
+		if out.failed.Load() {
 			break
 		}
-		s.prod.Produce(ctx, &recs[i], s.promise)
+		s.prod.Produce(ctx, &recs[i], out.promise)
 	}
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	err = s.prod.Flush(fctx)
@@ -359,13 +395,10 @@ func (s *Sink) write(ctx context.Context, b *pipeline.Batch) error {
 	if err != nil {
 		return s.writeErr(b, "sending the records", s.timedOut(ctx, "not every record was acknowledged", err))
 	}
-	s.errMu.Lock()
-	err, rec := s.errMu.err, s.errMu.rec
-	s.errMu.Unlock()
-	if err != nil {
+	if topic, err := out.result(); err != nil {
 		what := "sending the records"
-		if rec != nil {
-			what = fmt.Sprintf("sending the records (first failed: topic %s)", rec.Topic)
+		if topic != "" {
+			what = fmt.Sprintf("sending the records (first failed: topic %s)", topic)
 		}
 		return s.writeErr(b, what, err)
 	}
@@ -392,19 +425,6 @@ func (s *Sink) timedOut(ctx context.Context, what string, err error) error {
 		return fmt.Errorf("%s within request_timeout %s: %w", what, s.cfg.RequestTimeout, err)
 	}
 	return err
-}
-
-// onProduced is the promise of every record.
-func (s *Sink) onProduced(r *kgo.Record, err error) {
-	if err == nil {
-		return
-	}
-	s.errMu.Lock()
-	if s.errMu.err == nil {
-		s.errMu.err, s.errMu.rec = err, r
-	}
-	s.errMu.Unlock()
-	s.failed.Store(true)
 }
 
 // records makes the records of b (reusing the sink's buffers) and makes
