@@ -5,13 +5,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -295,4 +298,87 @@ func TestDDLSchemaCacheInvalidation(t *testing.T) {
 		insert("shop.u", 4)
 		reads(5, "after ALTER DATABASE shop")
 	})
+}
+
+// TestDDLTableConnectionPasswordRedacted: a table's CONNECTION and
+// PASSWORD options (FEDERATED, CONNECT and Spider tables keep a remote
+// server's password there; any engine stores the options) reach neither
+// the delivered DDL nor the schema history: not its captured CREATE TABLE,
+// not the definitions after the statements.
+func TestDDLTableConnectionPasswordRedacted(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		exec(t, db, "CREATE DATABASE shop",
+			"CREATE TABLE shop.old (id INT PRIMARY KEY) CONNECTION='mysql://fed:hunter2-one@remote:3306/db/old'")
+		tables, _ := binlog.ParseFilter("shop.*")
+		store := &memHistory{}
+		h, start := captureHistory(t, db, f, tables, store)
+		r := newReader(t, db, func(c *binlog.Config) { c.Start, c.Tables, c.History = start, tables, h })
+		exec(t, db,
+			"CREATE TABLE shop.fed (id INT PRIMARY KEY) CONNECTION='mysql://fed:hunter2-two@remote:3306/db/fed'",
+			"ALTER TABLE shop.fed CONNECTION = 'DSN=remote;UID=fed;PWD=hunter2-three;'",
+			"ALTER TABLE shop.old PASSWORD = 'hunter2-four'",
+			"CREATE TABLE shop.marker (id INT PRIMARY KEY)")
+		ddl, out := readDDL(t, r, "marker")
+		if len(ddl) != 4 {
+			t.Fatalf("delivered DDL %v; want 4 statements", ddl)
+		}
+		if !strings.Contains(ddl[0].query, "mysql://fed:"+sqlstmt.Redacted+"@remote:3306/db/fed") {
+			t.Errorf("CREATE TABLE delivered as %q; want the URL kept without its password", ddl[0].query)
+		}
+		var stored strings.Builder
+		for _, e := range h.Entries() {
+			stored.WriteString(e.Create + "\n")
+		}
+		for _, ht := range h.TablesAt(position.Position{}) {
+			stored.WriteString(fmt.Sprint(ht) + "\n")
+		}
+		stored.WriteString(store.dump())
+		if !strings.Contains(stored.String(), "fed") {
+			t.Fatalf("the history holds no definition of shop.fed:\n%s", stored.String())
+		}
+		for _, secret := range []string{"hunter2"} {
+			if strings.Contains(string(out), secret) {
+				t.Errorf("%q is in the output:\n%s", secret, out)
+			}
+			if strings.Contains(stored.String(), secret) {
+				t.Errorf("%q is in the schema history:\n%s", secret, stored.String())
+			}
+		}
+	})
+}
+
+// memHistory is a binlog.HistoryStore in memory that renders what it
+// was given.
+type memHistory struct {
+	mu      sync.Mutex
+	base    binlog.HistoryState
+	entries []binlog.HistoryEntry
+}
+
+func (m *memHistory) LoadSchema(context.Context) (*binlog.HistoryState, []binlog.HistoryEntry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.base
+	return &b, slices.Clone(m.entries), nil
+}
+
+func (m *memHistory) AppendSchema(_ context.Context, entries []binlog.HistoryEntry) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.entries = append(m.entries, entries...)
+	return nil
+}
+
+func (m *memHistory) CompactSchema(_ context.Context, st binlog.HistoryState) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.base, m.entries = st, nil
+	return nil
+}
+
+func (m *memHistory) dump() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return fmt.Sprintf("%+v\n%+v\n", m.base, m.entries)
 }

@@ -207,7 +207,7 @@ func (h *History) Capture(ctx context.Context, c *client.Conn, pos position.Posi
 		if err != nil {
 			return fmt.Errorf("binlog: schema history: SHOW CREATE TABLE %s.%s: %w", n.db, n.table, err)
 		}
-		create := resultString(r, 0, 1)
+		create := sqlstmt.Redact(resultString(r, 0, 1)) // a connection password is kept nowhere
 		r.Close()
 		st.Tables = append(st.Tables, HistoryEntry{Pos: pos, DB: n.db, Table: n.table, Create: create})
 	}

@@ -1953,6 +1953,7 @@ func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Stat
 	if st.Kind != sqlstmt.DDL {
 		return nil
 	}
+	q = sqlstmt.Redact(q) // a table's connection password goes nowhere
 	ch := Change{Op: OpDDL, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize}
 	if h := r.cfg.History; h != nil {
 		changes, err := h.ApplyDDL(r.ctx, r.endHere(hdr), db, q)
