@@ -131,5 +131,8 @@ func TestHistoryCheckedAgainstFullMetadata(t *testing.T) {
 		if s := h.Stats(); s.Mismatches != 1 {
 			t.Fatalf("stats %+v, want one mismatch (the second row's table)", s)
 		}
+		if s := r.Stats().History; s.Mismatches != 1 {
+			t.Fatalf("reader stats %+v, want the history's mismatch (sluice_schema_history_mismatches_total)", s)
+		}
 	})
 }

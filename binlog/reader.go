@@ -378,6 +378,10 @@ type Stats struct {
 	// CatchUpWait is the time spent waiting for such a server to receive
 	// transactions already delivered (Config.CatchUpWait).
 	CatchUpWait time.Duration
+	// History is what the schema history (Config.History) could not do:
+	// statements it could not apply and rows events whose column metadata
+	// differed from its definitions (each also a warning).
+	History HistoryStats
 }
 
 // RoundTrip is the round trip of a query to the server, measured when the
@@ -387,13 +391,18 @@ func (r *Reader) RoundTrip() time.Duration { return time.Duration(r.rttNs.Load()
 // Add returns the sums of s's and o's counters.
 func (s Stats) Add(o Stats) Stats {
 	return Stats{Reconnects: s.Reconnects + o.Reconnects, Replayed: s.Replayed + o.Replayed, StatementChanges: s.StatementChanges + o.StatementChanges,
-		UnparsedDDL: s.UnparsedDDL + o.UnparsedDDL, Failovers: s.Failovers + o.Failovers, CatchUpWait: s.CatchUpWait + o.CatchUpWait}
+		UnparsedDDL: s.UnparsedDDL + o.UnparsedDDL, Failovers: s.Failovers + o.Failovers, CatchUpWait: s.CatchUpWait + o.CatchUpWait,
+		History: HistoryStats{Unknown: s.History.Unknown + o.History.Unknown, Mismatches: s.History.Mismatches + o.History.Mismatches}}
 }
 
 // Stats returns the reader's counters.
 func (r *Reader) Stats() Stats {
-	return Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load(), StatementChanges: r.statements.Load(), UnparsedDDL: r.unparsedDDL.Load(),
+	st := Stats{Reconnects: r.reconnects.Load(), Replayed: r.replayed.Load(), StatementChanges: r.statements.Load(), UnparsedDDL: r.unparsedDDL.Load(),
 		Failovers: r.failovers.Load(), CatchUpWait: time.Duration(r.catchUpNs.Load())}
+	if h := r.cfg.History; h != nil {
+		st.History = h.Stats()
+	}
+	return st
 }
 
 // ServerInfo is what preflight learned about the server.

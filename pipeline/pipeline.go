@@ -754,6 +754,10 @@ type SourceStatus struct {
 	// UnparsedDDL counts DDL statements the SQL parser could not read
 	// (each a warning; delivered by their default database).
 	UnparsedDDL int64
+	// SchemaUnknown counts DDL statements the schema history could not
+	// apply, and SchemaMismatches rows events whose binlog column metadata
+	// differed from the history's definition (each also a warning).
+	SchemaUnknown, SchemaMismatches int64
 	// Failovers counts the times the source turned out to be another
 	// server than the saved position's (it failed over), and CatchUpWait
 	// the time spent waiting for such a server to receive transactions
@@ -821,6 +825,7 @@ func (p *Pipeline) Status() Status {
 			ss.ClockOffset, ss.ClockRTT = time.Duration(in.clock.offset.Load()), time.Duration(in.clock.rtt.Load())
 			st := in.src.stats()
 			ss.StatementChanges, ss.UnparsedDDL = st.StatementChanges, st.UnparsedDDL
+			ss.SchemaUnknown, ss.SchemaMismatches = st.History.Unknown, st.History.Mismatches
 			ss.Failovers, ss.CatchUpWait = st.Failovers, st.CatchUpWait
 		}
 	}
