@@ -3,6 +3,7 @@
 #   make deps        install missing system packages (Debian, as root) and Go modules
 #   make build       static binary in bin/sluice
 #   make test        go vet, race-enabled tests (fuzz targets on their corpora)
+#   make vet         gofmt, go vet and staticcheck ($(STATICCHECK_VERSION), through the module proxy)
 #   make fuzz-smoke  every Fuzz* target for $(FUZZ_SMOKE_TIME)
 #   make fuzz        every Fuzz* target for $(FUZZTIME)
 #   make demo        run the end-to-end demo (sluice run) against a throwaway MariaDB
@@ -65,10 +66,13 @@ test: deps
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
+STATICCHECK_VERSION ?= v0.8.2
+
 vet:
 	@unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files are not formatted (run gofmt -w on them):" >&2; echo "$$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...

@@ -165,9 +165,6 @@ func (v ServerVersion) binlogFormatDeprecated() bool {
 	return v.mysql() && v.AtLeast(8, 0, 34)
 }
 
-// hasGTIDTags reports MySQL 8.3 and later (tagged GTIDs, uuid:tag:N).
-func (v ServerVersion) hasGTIDTags() bool { return v.mysql() && v.AtLeast(8, 3, 0) }
-
 // hasLogStatus reports MySQL 8.0.17 and later, whose
 // performance_schema.log_status gives the binlog position and
 // gtid_executed in one consistent read (with BACKUP_ADMIN).

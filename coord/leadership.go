@@ -208,13 +208,15 @@ func (l *Leadership) keyChange(wr clientv3.WatchResponse, ok bool) error {
 	if err := wr.Err(); err != nil {
 		return fmt.Errorf("%w: watching the leader key %s: %v", ErrLeadershipLost, l.key, err)
 	}
-	for _, ev := range wr.Events {
-		if ev.Type == mvccpb.DELETE {
-			return fmt.Errorf("%w: the leader key %s was deleted at revision %d", ErrLeadershipLost, l.key, ev.Kv.ModRevision)
-		}
-		return fmt.Errorf("%w: the leader key %s was changed at revision %d", ErrLeadershipLost, l.key, ev.Kv.ModRevision)
+	if len(wr.Events) == 0 {
+		return nil
 	}
-	return nil
+	// The first event says how the key changed; any change ends it.
+	ev := wr.Events[0]
+	if ev.Type == mvccpb.DELETE {
+		return fmt.Errorf("%w: the leader key %s was deleted at revision %d", ErrLeadershipLost, l.key, ev.Kv.ModRevision)
+	}
+	return fmt.Errorf("%w: the leader key %s was changed at revision %d", ErrLeadershipLost, l.key, ev.Kv.ModRevision)
 }
 
 // keepAlive renews the lease every TTL/6 and reports each outcome, until

@@ -980,8 +980,7 @@ func manySourcesSinksABatchApart(t *testing.T, flavorOf func(int) position.Flavo
 		return s
 	}
 	a := &countingSink{Sink: newSink("a")}
-	var b *crashAfter
-	b = &crashAfter{Sink: newSink("b"), first: a, crash: func(bt *pipeline.Batch) bool {
+	b := &crashAfter{Sink: newSink("b"), first: a, crash: func(bt *pipeline.Batch) bool {
 		// The batch goes on with a transaction begun in an earlier one,
 		// ends it, and ends inside the next one.
 		ms := bt.Messages

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluice-cdc/sluice/join"
@@ -32,7 +33,7 @@ func newMetrics(name string) *metrics {
 		ConstLabels: prometheus.Labels{"pipeline": name},
 		Buckets:     prometheus.ExponentialBuckets(0.0005, 2, 16),
 	})
-	m.reg.MustRegister(m.latency, m, prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.latency, m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -27,7 +27,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/testenv"
@@ -332,11 +331,6 @@ func Report(w io.Writer, results []Result) {
 			s.RowsPerSec(), g.RowsPerSec(), raw.RowsPerSec(), ratio(s, g), ratio(s, raw), s.MaxRSS>>20, dz.RowsPerSec())
 	}
 	tw.Flush()
-}
-
-func resultString(rs *mysql.Result, row, col int) string {
-	s, _ := rs.GetString(row, col)
-	return strings.Clone(s)
 }
 
 // masterPos is the server's current binlog position.
