@@ -77,8 +77,9 @@ func WithClock(now func() time.Time) Option {
 // second before: ts_ms follows the wall clock as time.Now does, except
 // that a step of the wall clock shows within a second rather than at once.
 type Encoder struct {
-	src Source
-	now func() time.Time // nil: the system clock, read as described above
+	src    Source
+	format Format
+	now    func() time.Time // nil: the system clock, read as described above
 	// prefix is `"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
 	prefix []byte
 	// cache holds the last source block up to "row" and what it depends on.
