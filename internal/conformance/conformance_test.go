@@ -201,6 +201,19 @@ var families = []family{
 		{"pt", "POINT", []val{v("ST_GeomFromText('POINT(1.5 -2.25)')", b64(point(0, 1.5, -2.25)...))}},
 		{"ls", "LINESTRING", []val{v("ST_GeomFromText('LINESTRING(0 0,1 1)')", b64(lineString(0, 0, 0, 1, 1)...))}},
 	}},
+	{name: "mariadbonly", flavor: position.MariaDB, cols: []col{
+		// MariaDB's fixed-size binary types come out as their binary form,
+		// as the binlog logs them (BINARY(16), BINARY(4)).
+		{"i6", "INET6", []val{v("'::1'", b64(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1)),
+			v("'2001:db8::ff00:42:8329'", b64(0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0xff, 0, 0, 0x42, 0x83, 0x29)),
+			v("'::ffff:192.0.2.1'", b64(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1)), v("'::'", b64(make([]byte, 16)...))}},
+		{"i4", "INET4", []val{v("'192.0.2.1'", b64(192, 0, 2, 1)), v("'0.0.0.0'", b64(0, 0, 0, 0)), v("'255.255.255.255'", b64(0xff, 0xff, 0xff, 0xff))}},
+		{"u", "UUID", []val{
+			v("'123e4567-e89b-12d3-a456-426655440000'", b64(0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x55, 0x44, 0, 0)),
+			v("'f47ac10b-58cc-4372-a567-0e02b2c3d479'", b64(0xf4, 0x7a, 0xc1, 0x0b, 0x58, 0xcc, 0x43, 0x72, 0xa5, 0x67, 0x0e, 0x02, 0xb2, 0xc3, 0xd4, 0x79)),
+			v("'00000000-0000-0000-0000-000000000001'", b64(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1))}},
+		{"jm", "JSON", []val{v(`'{"a":1.0e0, "b" : [ ] }'`, `{"a":1.0e0,"b":[]}`)}},
+	}},
 	{name: "mysqlonly", flavor: position.MySQL, cols: []col{
 		{"vec", "VECTOR(3)", []val{v("STRING_TO_VECTOR('[1.5,-0.1,3]')", "[1.5,-0.1,3]"), v("STRING_TO_VECTOR('[0,-2.5e-7,3.25e10]')", "[0,-2.5e-07,3.25e+10]")}},
 		{"pt", "POINT SRID 4326", []val{v("ST_GeomFromText('POINT(45.5 -73.25)', 4326)", b64(point(4326, -73.25, 45.5)...))}},
