@@ -379,3 +379,153 @@ func TestDebeziumConformance(t *testing.T) {
 		}
 	}
 }
+
+func dbzTestTable() *binlog.Table {
+	return &binlog.Table{Schema: "shop", Name: "t", PrimaryKey: []int{0}, Columns: []binlog.Column{
+		{Name: "id", Type: mysql.MYSQL_TYPE_LONG, Kind: binlog.KindInt},
+		{Name: "name", Type: mysql.MYSQL_TYPE_VARCHAR, Kind: binlog.KindString, Charset: "utf8mb4", Nullable: true},
+	}}
+}
+
+func dbzText(s string) binlog.Value { return binlog.BytesValue(binlog.KindString, []byte(s)) }
+
+const dbzSourceTail = `"table":"t","server_id":5,"gtid":"g:1","file":"binlog.000001","pos":4,"row":0,"thread":null,"query":null}`
+
+func TestDebeziumEnvelope(t *testing.T) {
+	tb := dbzTestTable()
+	enc := NewEncoder(Source{Name: "srv", ServerID: 7, Version: "1.0"}, WithFormat(Format{Name: FormatDebezium}), WithClock(dbzFixedClock))
+	txn := &binlog.Txn{GTID: "g:1", ServerID: 5, CommitTime: time.UnixMicro(1699999999500000)}
+	src := `"source":{"version":"sluice-1.0","connector":"mysql","name":"srv","ts_ms":1699999999500,"snapshot":"false","db":"shop","sequence":null,"ts_us":1699999999500000,"ts_ns":1699999999500000000,` + dbzSourceTail
+	now := `"ts_ms":1700000000123,"ts_us":1700000000123456,"ts_ns":1700000000123456789}` + "\n"
+	upd := binlog.Change{Op: binlog.OpUpdate, Table: tb, Before: binlog.Row{binlog.IntValue(1), dbzText("a")}, After: binlog.Row{binlog.IntValue(1), dbzText("b")}, File: "binlog.000001", Pos: 4}
+	check := func(what string, got []byte, want string) {
+		t.Helper()
+		if string(got) != want {
+			t.Errorf("%s:\n got %s\nwant %s", what, got, want)
+		}
+		if !json.Valid(got) {
+			t.Errorf("%s: not JSON", what)
+		}
+	}
+	check("update", enc.AppendChange(nil, txn, &upd),
+		`{"before":{"id":1,"name":"a"},"after":{"id":1,"name":"b"},`+src+`,"transaction":null,"op":"u",`+now)
+	del := binlog.Change{Op: binlog.OpDelete, Table: tb, Before: binlog.Row{binlog.IntValue(1), binlog.NullValue()}, File: "binlog.000001", Pos: 4}
+	check("delete", enc.AppendChange(nil, txn, &del), `{"before":{"id":1,"name":null},"after":null,`+src+`,"transaction":null,"op":"d",`+now)
+	ins := binlog.Change{Op: binlog.OpInsert, Table: tb, After: binlog.Row{binlog.IntValue(2), binlog.Value{}}, File: "binlog.000001", Pos: 4}
+	tx := &TxnOrder{ID: "g:1", TotalOrder: 3, DataCollectionOrder: 2}
+	check("insert with transaction, absent column", enc.AppendDebeziumChange(nil, txn, &ins, SnapshotAuto, tx),
+		`{"before":null,"after":{"id":2,"name":null},`+src+`,"transaction":{"id":"g:1","total_order":3,"data_collection_order":2},"op":"c",`+now)
+	trunc := binlog.Change{Op: binlog.OpDDL, Table: &binlog.Table{Schema: "shop", Name: "t"}, Query: "TRUNCATE TABLE t", Schema: "shop", File: "binlog.000001", Pos: 4}
+	check("truncate", enc.AppendTruncate(nil, txn, &trunc, nil), `{"before":null,"after":null,`+src+`,"transaction":null,"op":"t",`+now)
+
+	// Snapshot rows: no commit time, so the source times are the time of writing.
+	snapSrc := `"source":{"version":"sluice-1.0","connector":"mysql","name":"srv","ts_ms":1700000000123,"snapshot":"%s","db":"shop","sequence":null,"ts_us":1700000000123456,"ts_ns":1700000000123456789,"table":"t","server_id":7,"gtid":null,"file":"binlog.000001","pos":4,"row":0,"thread":null,"query":null}`
+	rd := binlog.Change{Op: binlog.OpRead, Table: tb, After: binlog.Row{binlog.IntValue(1), dbzText("a")}, File: "binlog.000001", Pos: 4}
+	check("snapshot row", enc.AppendChange(nil, nil, &rd), `{"before":null,"after":{"id":1,"name":"a"},`+strings.Replace(snapSrc, "%s", "true", 1)+`,"transaction":null,"op":"r",`+now)
+	check("last snapshot row", enc.AppendSnapshotChange(nil, nil, &rd, SnapshotLast), `{"before":null,"after":{"id":1,"name":"a"},`+strings.Replace(snapSrc, "%s", "last", 1)+`,"transaction":null,"op":"r",`+now)
+
+	// DDL: sluice's schema-change line, unchanged.
+	sl := NewEncoder(Source{Name: "srv", ServerID: 7, Version: "1.0"}, WithClock(dbzFixedClock))
+	ddl := binlog.Change{Op: binlog.OpDDL, Table: &binlog.Table{Schema: "shop", Name: "t"}, Query: "ALTER TABLE t ADD x INT", Schema: "shop", File: "binlog.000001", Pos: 4}
+	check("ddl", enc.AppendChange(nil, txn, &ddl), string(sl.AppendChange(nil, txn, &ddl)))
+
+	// Keys.
+	check("key", enc.AppendKey(nil, &upd), `{"id":1}`)
+	check("delete key", enc.AppendKey(nil, &del), `{"id":1}`)
+	minimal := binlog.Change{Op: binlog.OpUpdate, Table: tb, Before: binlog.Row{binlog.IntValue(9), binlog.Value{}}, After: binlog.Row{binlog.Value{}, dbzText("x")}}
+	check("key from before (MINIMAL image)", enc.AppendKey(nil, &minimal), `{"id":9}`)
+	nopk := dbzTestTable()
+	nopk.PrimaryKey = nil
+	noKey := upd
+	noKey.Table = nopk
+	if got := enc.AppendKey([]byte("x"), &noKey); string(got) != "x" {
+		t.Errorf("key of a table without a primary key: got %q, want nothing appended", got)
+	}
+	senc := NewEncoder(Source{Name: "srv", ServerID: 7, Version: "1.0"}, WithFormat(Format{Name: FormatDebezium, Schemas: true}), WithClock(dbzFixedClock))
+	check("key with schema", senc.AppendKey(nil, &upd),
+		`{"schema":{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"srv.shop.t.Key"},"payload":{"id":1}}`)
+	if got := senc.AppendKey(nil, &noKey); len(got) != 0 {
+		t.Errorf("key with schema of a table without a primary key: got %q, want nothing", got)
+	}
+}
+
+// TestDebeziumEnvelopeSchema checks the whole schema half of one table's
+// events against Debezium's envelope, as JsonConverter writes it.
+func TestDebeziumEnvelopeSchema(t *testing.T) {
+	tb := dbzTestTable()
+	enc := NewEncoder(Source{Name: "srv", ServerID: 7, Version: "1.0"}, WithFormat(Format{Name: FormatDebezium, Schemas: true}), WithClock(dbzFixedClock))
+	ch := binlog.Change{Op: binlog.OpInsert, Table: tb, After: binlog.Row{binlog.IntValue(1), dbzText("a")}, File: "binlog.000001", Pos: 4}
+	out := enc.AppendChange(nil, &binlog.Txn{GTID: "g:1", ServerID: 5, CommitTime: time.UnixMicro(1699999999500000)}, &ch)
+	value := func(f string) string {
+		return `{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"string","optional":true,"field":"name"}],"optional":true,"name":"srv.shop.t.Value","field":"` + f + `"}`
+	}
+	want := `{"schema":{"type":"struct","fields":[` + value("before") + `,` + value("after") + `,` +
+		`{"type":"struct","fields":[{"type":"string","optional":false,"field":"version"},{"type":"string","optional":false,"field":"connector"},{"type":"string","optional":false,"field":"name"},{"type":"int64","optional":false,"field":"ts_ms"},{"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},"default":"false","field":"snapshot"},{"type":"string","optional":false,"field":"db"},{"type":"string","optional":true,"field":"sequence"},{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"},{"type":"string","optional":true,"field":"table"},{"type":"int64","optional":false,"field":"server_id"},{"type":"string","optional":true,"field":"gtid"},{"type":"string","optional":false,"field":"file"},{"type":"int64","optional":false,"field":"pos"},{"type":"int32","optional":false,"field":"row"},{"type":"int64","optional":true,"field":"thread"},{"type":"string","optional":true,"field":"query"}],"optional":false,"name":"io.debezium.connector.mysql.Source","version":1,"field":"source"},` +
+		`{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":false,"field":"total_order"},{"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,"name":"event.block","version":1,"field":"transaction"},` +
+		`{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"},{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"}],"optional":false,"name":"srv.shop.t.Envelope","version":2},` +
+		`"payload":{"before":null,"after":{"id":1,"name":"a"},"source":{"version":"sluice-1.0","connector":"mysql","name":"srv","ts_ms":1699999999500,"snapshot":"false","db":"shop","sequence":null,"ts_us":1699999999500000,"ts_ns":1699999999500000000,` + dbzSourceTail +
+		`,"transaction":null,"op":"c","ts_ms":1700000000123,"ts_us":1700000000123456,"ts_ns":1700000000123456789}}` + "\n"
+	if string(out) != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	// A new version of the table (a new column slice) gets a new schema.
+	tb2 := dbzTestTable()
+	tb2.Columns = append(tb2.Columns, binlog.Column{Name: "extra", Type: mysql.MYSQL_TYPE_LONG, Kind: binlog.KindInt, Nullable: true})
+	*tb = *tb2
+	ch.After = append(ch.After, binlog.IntValue(5))
+	out = enc.AppendChange(nil, nil, &ch)
+	if !bytes.Contains(out, []byte(`{"type":"int32","optional":true,"field":"extra"}`)) || !bytes.Contains(out, []byte(`"extra":5`)) {
+		t.Errorf("after the table changed: %s", out)
+	}
+}
+
+// TestDebeziumAllocs checks that format debezium, with and without
+// schemas, allocates nothing per event once the buffer has grown, and
+// that the schema half is cached (built once per table version).
+func TestDebeziumAllocs(t *testing.T) {
+	for _, schemas := range []bool{false, true} {
+		enc := NewEncoder(Source{Name: "bench", ServerID: 1}, WithFormat(Format{Name: FormatDebezium, Schemas: schemas}))
+		ch := longChange()
+		txn := &binlog.Txn{GTID: "3e11fa47-71ca-11e1-9e33-c80aa9429562:23", CommitTime: time.Unix(1714979288, 0)}
+		buf := enc.AppendChange(nil, txn, &ch)
+		if !json.Valid(buf) {
+			t.Fatalf("not JSON: %s", buf)
+		}
+		n := testing.AllocsPerRun(200, func() {
+			buf = enc.AppendChange(buf[:0], txn, &ch)
+			buf = enc.AppendKey(buf, &ch)
+		})
+		if n != 0 {
+			t.Errorf("schemas=%v: %v allocations per event, want 0", schemas, n)
+		}
+		if len(enc.dbz.tables) != 1 {
+			t.Errorf("schemas=%v: %d cached tables, want 1", schemas, len(enc.dbz.tables))
+		}
+	}
+}
+
+func TestDebeziumValidate(t *testing.T) {
+	good := []Format{
+		{Name: FormatDebezium},
+		{Name: FormatDebezium, Schemas: true, DecimalHandling: "string", TimePrecision: "connect", BigintUnsigned: "precise", BinaryHandling: "hex"},
+		{Name: FormatDebezium, DecimalHandling: "double", TimePrecision: "adaptive_time_microseconds", BigintUnsigned: "long", BinaryHandling: "base64"},
+	}
+	for _, f := range good {
+		if err := f.Validate(); err != nil {
+			t.Errorf("%+v: %v", f, err)
+		}
+	}
+	bad := map[string]Format{
+		`decimal.handling.mode is "exact"`:  {Name: FormatDebezium, DecimalHandling: "exact"},
+		`time.precision.mode is "adaptive"`: {Name: FormatDebezium, TimePrecision: "adaptive"},
+		`bigint.unsigned.handling.mode`:     {Name: FormatDebezium, BigintUnsigned: "string"},
+		`binary.handling.mode is "BYTES"`:   {Name: FormatDebezium, BinaryHandling: "BYTES"},
+		`format "dbz"`:                      {Name: "dbz"},
+	}
+	for want, f := range bad {
+		err := f.Validate()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: got %v, want an error containing %q", f, err, want)
+		}
+	}
+}
