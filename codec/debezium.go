@@ -6,6 +6,7 @@ package codec
 // schema half (schemas.enable=true).
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"time"
@@ -114,6 +115,15 @@ type dbzState struct {
 		valid bool
 		bytes []byte
 	}
+	// src holds the rest of the last source block: from "table" up to
+	// "row" (tail), and the commit time's members (times).
+	src struct {
+		tail      []byte
+		commitNs  int64
+		times     []byte
+		timesText msText
+	}
+	nowText msText
 	tables  map[*binlog.Table]*dbzTable
 	last    *dbzTable
 	scratch []byte
@@ -222,7 +232,7 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 	}
 	dst = append(dst, `,"op":"`...)
 	dst = append(dst, op, '"')
-	dst = appendTimes(dst, `,"ts_ms":`, now)
+	dst = appendTimes(dst, `,"ts_ms":`, now, &d.nowText)
 	dst = append(dst, '}')
 	if d.opts.schemas {
 		dst = append(dst, '}')
@@ -231,14 +241,35 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 }
 
 // appendTimes appends `<msName>ms,"ts_us":us,"ts_ns":ns` for Unix
-// nanoseconds ns (floored to ms and µs).
-func appendTimes(dst []byte, msName string, ns int64) []byte {
+// nanoseconds ns (floored to ms and µs). The digits of ms are kept in c
+// for the next call; those of µs and ns are ms's followed by three and six
+// more.
+func appendTimes(dst []byte, msName string, ns int64, c *msText) []byte {
 	dst = append(dst, msName...)
-	dst = strconv.AppendInt(dst, floorDiv(ns, 1e6), 10)
+	if ns < 1e6 {
+		dst = strconv.AppendInt(dst, floorDiv(ns, 1e6), 10)
+		dst = append(dst, `,"ts_us":`...)
+		dst = strconv.AppendInt(dst, floorDiv(ns, 1e3), 10)
+		dst = append(dst, `,"ts_ns":`...)
+		return strconv.AppendInt(dst, ns, 10)
+	}
+	ms, sub := ns/1e6, uint64(ns%1e6)
+	if ms != c.ms || len(c.text) == 0 {
+		c.ms, c.text = ms, strconv.AppendInt(c.text[:0], ms, 10)
+	}
+	dst = append(dst, c.text...)
 	dst = append(dst, `,"ts_us":`...)
-	dst = strconv.AppendInt(dst, floorDiv(ns, 1e3), 10)
+	dst = append(dst, c.text...)
+	dst = appendPad(dst, sub/1000, 3)
 	dst = append(dst, `,"ts_ns":`...)
-	return strconv.AppendInt(dst, ns, 10)
+	dst = append(dst, c.text...)
+	return appendPad(dst, sub, 6)
+}
+
+// msText caches the decimal digits of a millisecond count.
+type msText struct {
+	ms   int64
+	text []byte
 }
 
 func floorDiv(a, b int64) int64 {
@@ -285,10 +316,10 @@ func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change
 	if commitNs == 0 {
 		commitNs = now // Debezium: a source without a timestamp has the time of writing
 	}
-	dst = append(dst, d.prefix...)
-	dst = strconv.AppendInt(dst, floorDiv(commitNs, 1e6), 10)
-	// The members from "snapshot" to "row" depend on neither the commit
-	// time nor the row: rows of one event share them.
+	// Debezium's order: ts_ms, snapshot, db, sequence, ts_us, ts_ns,
+	// table... The members other than the times and "row" depend on key
+	// only (rows of one event share them), the times on the commit time
+	// only (changes of one transaction share it).
 	key := sourceKey{gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
 	if !d.cache.valid || d.cache.key != key {
 		b := d.cache.bytes[:0]
@@ -302,34 +333,39 @@ func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change
 		b = appendQuoted(b, changeDB(ch))
 		b = append(b, `,"sequence":null`...)
 		d.cache.bytes = b
+		t := d.src.tail[:0]
+		t = append(t, `,"table":`...)
+		if ch.Table != nil {
+			t = appendQuoted(t, ch.Table.Name)
+		} else {
+			t = append(t, "null"...)
+		}
+		t = append(t, `,"server_id":`...)
+		t = strconv.AppendUint(t, uint64(serverID), 10)
+		t = append(t, `,"gtid":`...)
+		if gtid != "" {
+			t = appendQuoted(t, gtid)
+		} else {
+			t = append(t, "null"...)
+		}
+		t = append(t, `,"file":`...)
+		t = appendQuoted(t, ch.File)
+		t = append(t, `,"pos":`...)
+		t = strconv.AppendUint(t, uint64(ch.Pos), 10)
+		d.src.tail = append(t, `,"row":`...)
 		d.cache.key, d.cache.valid = key, true
 	}
-	// Debezium's order: ts_ms, snapshot, db, sequence, ts_us, ts_ns.
-	head := d.cache.bytes
-	dst = append(dst, head...)
-	dst = append(dst, `,"ts_us":`...)
-	dst = strconv.AppendInt(dst, floorDiv(commitNs, 1e3), 10)
-	dst = append(dst, `,"ts_ns":`...)
-	dst = strconv.AppendInt(dst, commitNs, 10)
-	dst = append(dst, `,"table":`...)
-	if ch.Table != nil {
-		dst = appendQuoted(dst, ch.Table.Name)
-	} else {
-		dst = append(dst, "null"...)
+	if commitNs != d.src.commitNs || len(d.src.times) == 0 {
+		d.src.commitNs = commitNs
+		d.src.times = appendTimes(d.src.times[:0], "", commitNs, &d.src.timesText)
 	}
-	dst = append(dst, `,"server_id":`...)
-	dst = strconv.AppendUint(dst, uint64(serverID), 10)
-	dst = append(dst, `,"gtid":`...)
-	if gtid != "" {
-		dst = appendQuoted(dst, gtid)
-	} else {
-		dst = append(dst, "null"...)
-	}
-	dst = append(dst, `,"file":`...)
-	dst = appendQuoted(dst, ch.File)
-	dst = append(dst, `,"pos":`...)
-	dst = strconv.AppendUint(dst, uint64(ch.Pos), 10)
-	dst = append(dst, `,"row":`...)
+	times := d.src.times
+	ms := bytes.IndexByte(times, ',') // times is ms,"ts_us":..,"ts_ns":..
+	dst = append(dst, d.prefix...)
+	dst = append(dst, times[:ms]...)
+	dst = append(dst, d.cache.bytes...)
+	dst = append(dst, times[ms:]...)
+	dst = append(dst, d.src.tail...)
 	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
 	return append(dst, `,"thread":null,"query":null}`...)
 }

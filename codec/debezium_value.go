@@ -387,6 +387,12 @@ func appendJavaFloat(dst []byte, f float64, bitSize int) []byte {
 	}
 	var buf [32]byte
 	e := strconv.AppendFloat(buf[:0], f, 'e', -1, bitSize) // [-]d[.ddd]e±XX
+	plain := a >= 1e-3 && a < 1e7
+	if !plain && (len(e) > 1 && e[1] == 'e' || len(e) > 2 && e[0] == '-' && e[2] == 'e') {
+		// One digit: Java writes two, the closer of the two-digit
+		// decimals (4.9E-324 for the smallest double, 1.0E23 for 1e23).
+		e = strconv.AppendFloat(buf[:0], f, 'e', 1, bitSize)
+	}
 	neg := e[0] == '-'
 	if neg {
 		e = e[1:]
@@ -403,7 +409,7 @@ func appendJavaFloat(dst []byte, f float64, bitSize int) []byte {
 	if neg {
 		dst = append(dst, '-')
 	}
-	if a >= 1e-3 && a < 1e7 {
+	if plain {
 		p := exp + 1 // digits before the point
 		switch {
 		case p <= 0:
