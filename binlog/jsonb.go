@@ -53,10 +53,10 @@ const (
 
 // appendJSONB appends the JSON text of the binary JSON document data to
 // dst, the way MySQL prints it but without insignificant spaces: object
-// members in stored order, doubles in their shortest round-trip form
-// (integral ones with ".0"), opaque DECIMALs as numbers, opaque DATE,
-// TIME, DATETIME and TIMESTAMP values as quoted strings with six
-// fractional digits, and other opaque values as "base64:typeN:...". An
+// members in stored order, doubles as MySQL writes them (shortest
+// round-trip digits, integral ones with ".0", see appendJSONDouble),
+// opaque DECIMALs as numbers, opaque DATE, TIME, DATETIME and TIMESTAMP
+// values as quoted strings with six fractional digits, and other opaque values as "base64:typeN:...". An
 // empty document is the JSON null literal, as in MySQL.
 //
 // Corrupt input returns an error wrapping ErrCorruptJSON, never a panic.
@@ -289,16 +289,35 @@ func jsonbVarLen(b []byte) (length, n int, err error) {
 	return 0, 0, jsonErr("bad variable-length prefix")
 }
 
-// appendJSONDouble appends a double in its shortest round-trip form:
-// fixed notation for magnitudes in [1e-6, 1e21) (integral values get
-// ".0", so the text reads back as a double), otherwise exponent notation
-// such as 1e21 or 1.5e-7.
+// appendJSONDouble appends a double as MySQL writes it in a JSON
+// document's text (my_gcvt with the JSON field width), so that the binlog's
+// binary JSON reads as SELECT shows it: its shortest round-trip digits, in
+// fixed notation when the decimal point falls from 14 places before the
+// first digit to 15 after it, or later while digits remain after it
+// (0.00000015, 100000000000000.0, 1234567890123456.8; integral values get
+// ".0", so the text reads back as a double), otherwise in exponent
+// notation without "+" or leading zeros (1e-16, 1e15, 1.5e300).
 func appendJSONDouble(dst []byte, f float64) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return dst, jsonErr("double is %v", f)
 	}
-	abs := math.Abs(f)
-	if abs == 0 || (abs >= 1e-6 && abs < 1e21) {
+	var tmp [32]byte
+	e := strconv.AppendFloat(tmp[:0], f, 'e', -1, 64) // [-]d.ddde±XX
+	k := 0
+	for e[k] != 'e' {
+		k++
+	}
+	digits := k // significant digits: the mantissa without sign and point
+	if e[0] == '-' {
+		digits--
+	}
+	if digits > 1 {
+		digits--
+	}
+	exp, _ := strconv.Atoi(string(e[k+1:]))
+	// decpt is where the decimal point falls relative to the digits
+	// (dtoa's: 0.ddd times 10^decpt).
+	if decpt := exp + 1; decpt >= -14 && (decpt <= 15 || digits > decpt) {
 		s := len(dst)
 		dst = strconv.AppendFloat(dst, f, 'f', -1, 64)
 		for _, c := range dst[s:] {
@@ -307,12 +326,6 @@ func appendJSONDouble(dst []byte, f float64) ([]byte, error) {
 			}
 		}
 		return append(dst, ".0"...), nil
-	}
-	var tmp [32]byte
-	e := strconv.AppendFloat(tmp[:0], f, 'e', -1, 64) // d.ddde±XX
-	k := 0
-	for e[k] != 'e' {
-		k++
 	}
 	dst = append(dst, e[:k+1]...)
 	k++

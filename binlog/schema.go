@@ -533,6 +533,10 @@ func typeFromInfoSchema(dataType string) byte {
 		return mysql.MYSQL_TYPE_YEAR
 	case "char", "binary":
 		return mysql.MYSQL_TYPE_STRING
+	case "inet4", "inet6", "uuid":
+		// MariaDB's fixed-size binary types, logged as BINARY(4) or
+		// BINARY(16) (no character set in information_schema: binary).
+		return mysql.MYSQL_TYPE_STRING
 	case "varchar", "varbinary":
 		return mysql.MYSQL_TYPE_VARCHAR
 	case "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob":

@@ -120,3 +120,43 @@ func BenchmarkAppendChangeLongUpdate(b *testing.B) {
 	ch.Op, ch.Before = binlog.OpUpdate, ch.After
 	benchChange(b, ch)
 }
+
+// BenchmarkFormat compares the formats on the same rows: sluice,
+// debezium without schemas and debezium with schemas (JsonConverter's
+// schemas.enable=true; the schema half is cached per table version).
+// bytes/event is the size of one event.
+func BenchmarkFormat(b *testing.B) {
+	update := longChange()
+	update.Op, update.Before = binlog.OpUpdate, update.After
+	rows := []struct {
+		name string
+		ch   binlog.Change
+	}{{"short", shortChange()}, {"long", longChange()}, {"long_update", update}}
+	formats := []struct {
+		name string
+		f    Format
+	}{
+		{"sluice", Format{}},
+		{"debezium", Format{Name: FormatDebezium}},
+		{"debezium_schemas", Format{Name: FormatDebezium, Schemas: true}},
+	}
+	for _, r := range rows {
+		for _, f := range formats {
+			b.Run(r.name+"/"+f.name, func(b *testing.B) {
+				enc := NewEncoder(Source{Name: "shop", ServerID: 7, Version: "1.0.0"}, WithClock(fixedClock), WithFormat(f.f))
+				ch := r.ch
+				buf := enc.AppendChange(nil, testTxn, &ch)
+				if !json.Valid(buf) {
+					b.Fatalf("invalid: %s", buf)
+				}
+				b.SetBytes(int64(len(buf)))
+				b.ReportMetric(float64(len(buf)), "bytes/event")
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					buf = enc.AppendChange(buf[:0], testTxn, &ch)
+				}
+			})
+		}
+	}
+}

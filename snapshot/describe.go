@@ -246,9 +246,16 @@ func setType(col *binlog.Column, mariaDB bool, dataType, colType string, prec, s
 	case "vector":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_VECTOR, binlog.KindVector
 		col.Charset, col.Collation = "binary", collationBinary
+	case "inet4", "inet6", "uuid":
+		// MariaDB's fixed-size binary types: the binlog logs them as
+		// BINARY(4) or BINARY(16) of their binary form (the address in
+		// network order, the UUID's bytes), which SelectList selects
+		// with a cast (SELECT itself gives the text, '::1').
+		col.Charset, col.Collation = "binary", collationBinary
+		text(mysql.MYSQL_TYPE_STRING)
 	default:
-		// MariaDB's INET4, INET6 and UUID (and plugin types) reach the
-		// binlog in an internal binary form that SELECT does not return.
+		// Other plugin types reach the binlog in an internal binary form
+		// that SELECT does not return.
 		return fmt.Errorf("type %s is not supported by the snapshot", colType)
 	}
 	if col.Kind != binlog.KindString && col.Kind != binlog.KindBytes && col.Kind != binlog.KindEnum &&

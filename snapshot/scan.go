@@ -32,7 +32,10 @@ const SessionSQL = "SET NAMES utf8mb4, character_set_results = NULL, time_zone =
 // as the empty string too), and are in the column's character set, not
 // necessarily UTF-8 as information_schema lists them. (A bitwise OR makes
 // an unsigned BIGINT of the column's integer value on both servers; `e`+0
-// is a DOUBLE on MySQL, inexact for SET masks above 2^53.)
+// is a DOUBLE on MySQL, inexact for SET masks above 2^53.) BINARY(n)
+// columns, and MariaDB's INET4, INET6 and UUID described as such, are cast
+// AS BINARY: SELECT gives those three as text ('::1'), the binlog their
+// binary form, which the cast returns (and leaves a BINARY(n) as it is).
 func SelectList(t *binlog.Table) string {
 	var b strings.Builder
 	for i := range t.Columns {
@@ -41,9 +44,16 @@ func SelectList(t *binlog.Table) string {
 		}
 		col := &t.Columns[i]
 		q := quoteIdent(col.Name)
+		if col.Kind == binlog.KindBytes && col.Type == mysql.MYSQL_TYPE_STRING {
+			b.WriteString("CAST(")
+		}
 		b.WriteString(q)
 		if col.Kind == binlog.KindEnum || col.Kind == binlog.KindSet {
 			b.WriteString("|0 AS ")
+			b.WriteString(q)
+		}
+		if col.Kind == binlog.KindBytes && col.Type == mysql.MYSQL_TYPE_STRING {
+			b.WriteString(" AS BINARY) AS ")
 			b.WriteString(q)
 		}
 	}

@@ -1,0 +1,83 @@
+package codec
+
+import (
+	"fmt"
+
+	"github.com/sluice-cdc/sluice/binlog"
+)
+
+// Format names and options. The option names and values are Debezium's
+// MySQL connector's own (decimal.handling.mode and so on), so that a
+// Debezium configuration maps one to one.
+const (
+	// FormatSluice is sluice's own exact format (docs/FORMAT.md): values as
+	// they are in the database.
+	FormatSluice = "sluice"
+	// FormatDebezium is what Debezium's MySQL connector with Kafka
+	// Connect's JsonConverter writes for the same change.
+	FormatDebezium = "debezium"
+)
+
+// Format selects how events and keys are written. The zero value is
+// FormatSluice.
+type Format struct {
+	// Name is FormatSluice ("" too) or FormatDebezium.
+	Name string `yaml:"name"`
+	// Schemas writes the schema half ({"schema":...,"payload":...}), as
+	// JsonConverter does with schemas.enable=true (debezium only).
+	Schemas bool `yaml:"schemas"`
+	// DecimalHandling is decimal.handling.mode: precise (default), string
+	// or double.
+	DecimalHandling string `yaml:"decimal.handling.mode"`
+	// TimePrecision is time.precision.mode: adaptive_time_microseconds
+	// (default) or connect.
+	TimePrecision string `yaml:"time.precision.mode"`
+	// BigintUnsigned is bigint.unsigned.handling.mode: long (default) or
+	// precise.
+	BigintUnsigned string `yaml:"bigint.unsigned.handling.mode"`
+	// BinaryHandling is binary.handling.mode: bytes (default), base64 or
+	// hex.
+	BinaryHandling string `yaml:"binary.handling.mode"`
+}
+
+// IsDebezium reports whether f is FormatDebezium.
+func (f Format) IsDebezium() bool { return f.Name == FormatDebezium }
+
+// Validate checks f and says what is wrong in words.
+func (f Format) Validate() error {
+	switch f.Name {
+	case "", FormatSluice:
+		if f.Schemas || f.DecimalHandling != "" || f.TimePrecision != "" || f.BigintUnsigned != "" || f.BinaryHandling != "" {
+			return fmt.Errorf("format %s has no options (schemas and the *.handling.mode options belong to format debezium)", FormatSluice)
+		}
+		return nil
+	case FormatDebezium:
+		return f.validateDebezium()
+	}
+	return fmt.Errorf("format %q: want %s or %s", f.Name, FormatSluice, FormatDebezium)
+}
+
+// WithFormat selects the format the Encoder writes (default FormatSluice).
+// f must be valid (Format.Validate).
+func WithFormat(f Format) Option {
+	return func(e *Encoder) { e.format = f }
+}
+
+// Format returns the format the encoder writes.
+func (e *Encoder) Format() Format { return e.format }
+
+// AppendKey appends the message key of ch in the encoder's format: for
+// FormatSluice AppendChangeKey's object ({"id":1}); for FormatDebezium the
+// key struct Debezium writes, {"id":1} with the primary-key columns in key
+// order, each value encoded as in the event (wrapped in
+// {"schema":{... "name":"<source>.<db>.<table>.Key"},"payload":{...}} when
+// Schemas is set). A table without a primary key has a null key in
+// Debezium: AppendKey then appends nothing, and the caller sends the
+// record without a key (JsonConverter writes no bytes for a null key,
+// with or without schemas).
+func (e *Encoder) AppendKey(dst []byte, ch *binlog.Change) []byte {
+	if e.dbz != nil {
+		return e.appendDebeziumKey(dst, ch)
+	}
+	return AppendChangeKey(dst, ch)
+}
