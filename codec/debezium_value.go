@@ -4,6 +4,7 @@ package codec
 // value converters produce, as Kafka Connect's JsonConverter writes them.
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"math"
@@ -385,10 +386,19 @@ func appendJavaFloat(dst []byte, f float64, bitSize int) []byte {
 		dst = strconv.AppendInt(dst, int64(f), 10)
 		return append(dst, '.', '0')
 	}
+	plain := a >= 1e-3 && a < 1e7
+	if plain {
+		// The shortest digits in plain layout, as Java writes them here.
+		n := len(dst)
+		dst = strconv.AppendFloat(dst, f, 'f', -1, bitSize)
+		if bytes.IndexByte(dst[n:], '.') < 0 {
+			dst = append(dst, '.', '0')
+		}
+		return dst
+	}
 	var buf [32]byte
 	e := strconv.AppendFloat(buf[:0], f, 'e', -1, bitSize) // [-]d[.ddd]e±XX
-	plain := a >= 1e-3 && a < 1e7
-	if !plain && (len(e) > 1 && e[1] == 'e' || len(e) > 2 && e[0] == '-' && e[2] == 'e') {
+	if len(e) > 1 && e[1] == 'e' || len(e) > 2 && e[0] == '-' && e[2] == 'e' {
 		// One digit: Java writes two, the closer of the two-digit
 		// decimals (4.9E-324 for the smallest double, 1.0E23 for 1e23).
 		e = strconv.AppendFloat(buf[:0], f, 'e', 1, bitSize)
@@ -408,27 +418,6 @@ func appendJavaFloat(dst []byte, f float64, bitSize int) []byte {
 	exp, _ := strconv.Atoi(string(e[k+1:]))
 	if neg {
 		dst = append(dst, '-')
-	}
-	if plain {
-		p := exp + 1 // digits before the point
-		switch {
-		case p <= 0:
-			dst = append(dst, '0', '.')
-			for ; p < 0; p++ {
-				dst = append(dst, '0')
-			}
-			return append(dst, ds...)
-		case p >= len(ds):
-			dst = append(dst, ds...)
-			for j := len(ds); j < p; j++ {
-				dst = append(dst, '0')
-			}
-			return append(dst, '.', '0')
-		default:
-			dst = append(dst, ds[:p]...)
-			dst = append(dst, '.')
-			return append(dst, ds[p:]...)
-		}
 	}
 	dst = append(dst, ds[0], '.')
 	if len(ds) > 1 {

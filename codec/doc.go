@@ -63,6 +63,22 @@
 // base64; and a column a MINIMAL row image does not log is left out of the
 // object rather than written as null.
 //
+// # Format debezium
+//
+// WithFormat(Format{Name: FormatDebezium, ...}) makes the Encoder write
+// what Debezium's MySQL connector (3.6) with Kafka Connect's JsonConverter
+// writes instead: Debezium's value encoding in the handling mode chosen
+// under Debezium's own option names (DECIMAL as base64 of the unscaled
+// integer, DATE as days, DATETIME as epoch ms or µs, TIME as µs, zero
+// dates null or the epoch, BIGINT UNSIGNED wrapped to int64 ...; see
+// debezium_value.go), the MySQL source block with every member Debezium
+// writes, "transaction" (AppendDebeziumChange with a TxnOrder), ts_us
+// and ts_ns, and with Schemas the schema half, built once per table
+// version. AppendKey writes Debezium's key struct, or nothing for a table
+// without a primary key (a null key); AppendTruncate writes op "t". DDL
+// changes stay sluice's schema-change line: Debezium routes DDL to its
+// schema-change topic, which the caller encodes.
+//
 // # Reading
 //
 // DecodeLine parses a line back into an Event with encoding/json, keeping
