@@ -79,6 +79,7 @@ func WithClock(now func() time.Time) Option {
 type Encoder struct {
 	src    Source
 	format Format
+	dbz    *dbzState        // format debezium's state; nil for format sluice
 	now    func() time.Time // nil: the system clock, read as described above
 	// prefix is `"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
 	prefix []byte
@@ -119,6 +120,9 @@ func NewEncoder(src Source, opts ...Option) *Encoder {
 	p = appendQuoted(p, src.Name)
 	p = append(p, `,"ts_ms":`...)
 	e.prefix = p
+	if e.format.IsDebezium() {
+		e.initDebezium(v)
+	}
 	return e
 }
 
@@ -149,7 +153,18 @@ func (e *Encoder) AppendChange(dst []byte, txn *binlog.Txn, ch *binlog.Change) [
 
 // AppendSnapshotChange is AppendChange with an explicit source.snapshot
 // marker.
+//
+// With format debezium (WithFormat) both write Debezium's event instead:
+// AppendDebeziumChange without a transaction block.
 func (e *Encoder) AppendSnapshotChange(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot) []byte {
+	if e.dbz != nil {
+		return e.AppendDebeziumChange(dst, txn, ch, snap, nil)
+	}
+	return e.appendSluice(dst, txn, ch, snap)
+}
+
+// appendSluice writes ch in format sluice.
+func (e *Encoder) appendSluice(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot) []byte {
 	if snap == SnapshotAuto {
 		snap = SnapshotFalse
 		if ch.Op == binlog.OpRead {

@@ -52,7 +52,7 @@ func (f Format) Validate() error {
 		}
 		return nil
 	case FormatDebezium:
-		return fmt.Errorf("format %s: not built yet", FormatDebezium) // replaced by the Debezium encoder
+		return f.validateDebezium()
 	}
 	return fmt.Errorf("format %q: want %s or %s", f.Name, FormatSluice, FormatDebezium)
 }
@@ -68,7 +68,16 @@ func (e *Encoder) Format() Format { return e.format }
 
 // AppendKey appends the message key of ch in the encoder's format: for
 // FormatSluice AppendChangeKey's object ({"id":1}); for FormatDebezium the
-// key struct Debezium writes (with its schema when Schemas is set).
+// key struct Debezium writes, {"id":1} with the primary-key columns in key
+// order, each value encoded as in the event (wrapped in
+// {"schema":{... "name":"<source>.<db>.<table>.Key"},"payload":{...}} when
+// Schemas is set). A table without a primary key has a null key in
+// Debezium: AppendKey then appends nothing, and the caller sends the
+// record without a key (JsonConverter writes no bytes for a null key,
+// with or without schemas).
 func (e *Encoder) AppendKey(dst []byte, ch *binlog.Change) []byte {
+	if e.dbz != nil {
+		return e.appendDebeziumKey(dst, ch)
+	}
 	return AppendChangeKey(dst, ch)
 }

@@ -2,10 +2,14 @@ package codec
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"math"
+	"math/big"
 	"reflect"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -98,6 +102,106 @@ func FuzzAppendValue(f *testing.F) {
 			if _, err := DecodeLine(line); err != nil {
 				t.Fatalf("%v: DecodeLine: %v\n%s", op, err, line)
 			}
+		}
+
+		// Format debezium, in a mode picked by the input, with and
+		// without schemas; the column's type code, BIT width and
+		// metadata also come from the input.
+		modes := []Format{{}, {DecimalHandling: DecimalString}, {DecimalHandling: DecimalDouble}, {TimePrecision: TimeConnect},
+			{BigintUnsigned: BigintPrecise}, {BinaryHandling: BinaryBase64}, {BinaryHandling: BinaryHex}}
+		f := modes[int(charset)%len(modes)]
+		f.Name, f.Schemas = FormatDebezium, num&1 != 0
+		dcol := col
+		dcol.Type, dcol.BitLen, dcol.Meta, dcol.Nullable = byte(num>>8), int(num>>16)%70, uint16(num>>24), num&2 != 0
+		dcol.Precision = int(num>>40) % 70
+		dtbl := &binlog.Table{Schema: name, Name: string(data), Columns: []binlog.Column{dcol, {Name: "id", Kind: binlog.KindInt}}, PrimaryKey: []int{1, 0}}
+		denc := NewEncoder(Source{Name: name}, WithFormat(f), WithClock(fixedClock))
+		for _, op := range []binlog.Op{binlog.OpInsert, binlog.OpUpdate, binlog.OpDelete, binlog.OpDDL, binlog.OpRead} {
+			ch := binlog.Change{Op: op, Table: dtbl, Before: row, After: row, File: name, Query: string(data), Schema: name}
+			line := denc.AppendDebeziumChange(nil, txn, &ch, SnapshotAuto, &TxnOrder{ID: string(data), TotalOrder: int64(num)})
+			if bytes.IndexByte(line, '\n') != len(line)-1 {
+				t.Fatalf("debezium %v: not one line: %q", op, line)
+			}
+			check(t, "debezium AppendChange", line[:len(line)-1])
+			check(t, "debezium AppendKey", denc.AppendKey(nil, &ch))
+		}
+		check(t, "debezium AppendTruncate", bytes.TrimSuffix(denc.AppendTruncate(nil, txn, &binlog.Change{Op: binlog.OpDDL, Table: dtbl}, nil), []byte("\n")))
+	})
+}
+
+// FuzzAppendJavaFloat: appendJavaFloat writes Java's layout of a number
+// that reads back as the same float64 or float32.
+func FuzzAppendJavaFloat(f *testing.F) {
+	f.Add(uint64(0))
+	f.Add(uint64(0x3ff0000000000000)) // 1
+	f.Add(uint64(0x8000000000000000)) // -0
+	f.Add(uint64(1))                  // smallest subnormal
+	f.Add(uint64(0x44b52d02c7e14af6)) // 1e23
+	java := regexp.MustCompile(`^-?(\d+\.\d+|\d\.\d+E-?\d+)$`)
+	f.Fuzz(func(t *testing.T, bits uint64) {
+		for _, size := range []int{64, 32} {
+			g := math.Float64frombits(bits)
+			if size == 32 {
+				g = float64(math.Float32frombits(uint32(bits)))
+			}
+			if math.IsNaN(g) || math.IsInf(g, 0) {
+				continue
+			}
+			out := string(appendJavaFloat(nil, g, size))
+			if !java.MatchString(out) {
+				t.Fatalf("%v: %q is not Java's layout", g, out)
+			}
+			back, err := strconv.ParseFloat(out, size)
+			if err != nil || back != g || math.Signbit(back) != math.Signbit(g) {
+				t.Fatalf("%v (%d bits): %q reads back as %v, %v", g, size, out, back, err)
+			}
+			a := math.Abs(g)
+			if plain := !strings.Contains(out, "E"); plain != (a == 0 || a >= 1e-3 && a < 1e7) {
+				t.Fatalf("%v: %q: plain layout is for 1e-3 <= |f| < 1e7", g, out)
+			}
+		}
+	})
+}
+
+// FuzzDecimalBytes: the precise decimal encoding is the two's complement
+// of the unscaled value at the column's scale, minimal as Java's
+// BigInteger.toByteArray.
+func FuzzDecimalBytes(f *testing.F) {
+	f.Add("-12.34", uint8(2))
+	f.Add("0", uint8(0))
+	f.Add("-99999999999999999999999999999999999.999999999999999999999999999999", uint8(30))
+	f.Add("128", uint8(0))
+	f.Add("-128.5", uint8(1))
+	f.Fuzz(func(t *testing.T, text string, scale uint8) {
+		sc := int(scale % 39)
+		col := binlog.Column{Kind: binlog.KindDecimal, Precision: 65, Frac: sc}
+		d := &dbzState{opts: Format{Name: FormatDebezium}.dbzOpts()}
+		out := d.appendDecimal(nil, &col, []byte(text))
+		check(t, "decimal", out)
+		r, ok := new(big.Rat).SetString(text)
+		if !ok || strings.ContainsAny(text, "eE/ _xXoObBpP") || text == "" || text[len(text)-1] == '.' || text[0] == '.' ||
+			strings.HasPrefix(text, "-.") || strings.HasPrefix(text, "+.") || strings.HasPrefix(text, "+") {
+			return // not MySQL's decimal text
+		}
+		var s string
+		if err := json.Unmarshal(out, &s); err != nil {
+			t.Fatalf("%q: %s: %v", text, out, err)
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil || len(b) == 0 {
+			t.Fatalf("%q: %s: %v", text, out, err)
+		}
+		got := new(big.Int).SetBytes(b)
+		if b[0]&0x80 != 0 {
+			got.Sub(got, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+		}
+		// Minimal: the first byte is not a redundant sign byte.
+		if len(b) > 1 && (b[0] == 0 && b[1]&0x80 == 0 || b[0] == 0xff && b[1]&0x80 != 0) {
+			t.Fatalf("%q: % x is not minimal", text, b)
+		}
+		want := new(big.Int).Quo(new(big.Int).Mul(r.Num(), new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(sc)), nil)), r.Denom())
+		if got.Cmp(want) != 0 {
+			t.Fatalf("%q scale %d: unscaled %v, want %v", text, sc, got, want)
 		}
 	})
 }

@@ -1,0 +1,455 @@
+package codec
+
+// This file writes format debezium: what Debezium's MySQL connector (3.6)
+// with Kafka Connect's JsonConverter writes as a record's value and key.
+// debezium_value.go encodes the column values, debezium_schema.go the
+// schema half (schemas.enable=true).
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluice-cdc/sluice/binlog"
+)
+
+// Debezium option values (Format's *Handling fields), as Debezium spells
+// them. The empty string means the first, Debezium's default.
+const (
+	DecimalPrecise = "precise" // decimal.handling.mode: base64 of the unscaled integer, Kafka Connect Decimal
+	DecimalString  = "string"  // decimal.handling.mode: the exact digits as a string
+	DecimalDouble  = "double"  // decimal.handling.mode: a double
+
+	TimeAdaptiveMicros = "adaptive_time_microseconds" // time.precision.mode: io.debezium.time.*
+	TimeConnect        = "connect"                    // time.precision.mode: Kafka Connect's Date, Time, Timestamp
+
+	BigintLong    = "long"    // bigint.unsigned.handling.mode: int64, wrapping above 2^63-1
+	BigintPrecise = "precise" // bigint.unsigned.handling.mode: Decimal(20,0)
+
+	BinaryBytes  = "bytes"  // binary.handling.mode: bytes (base64 in JSON)
+	BinaryBase64 = "base64" // binary.handling.mode: a base64 string
+	BinaryHex    = "hex"    // binary.handling.mode: a lowercase hex string
+)
+
+// dbzOpts is a valid Format's Debezium options, resolved.
+type dbzOpts struct {
+	decimal byte // 'p', 's', 'd'
+	connect bool // time.precision.mode=connect
+	precise bool // bigint.unsigned.handling.mode=precise
+	binary  byte // 'b' (bytes), '6' (base64), 'x' (hex)
+	schemas bool
+}
+
+// validateDebezium checks the Debezium options of f.
+func (f Format) validateDebezium() error {
+	check := func(opt, val string, allowed ...string) error {
+		if val == "" {
+			return nil
+		}
+		for _, a := range allowed {
+			if val == a {
+				return nil
+			}
+		}
+		q := make([]string, len(allowed))
+		for i, a := range allowed {
+			q[i] = strconv.Quote(a)
+		}
+		return fmt.Errorf("format %s: %s is %q: want one of %v (Debezium's values; empty means %s)", FormatDebezium, opt, val, q, allowed[0])
+	}
+	if err := check("decimal.handling.mode", f.DecimalHandling, DecimalPrecise, DecimalString, DecimalDouble); err != nil {
+		return err
+	}
+	if err := check("time.precision.mode", f.TimePrecision, TimeAdaptiveMicros, TimeConnect); err != nil {
+		if f.TimePrecision == "adaptive" || f.TimePrecision == "isostring" || f.TimePrecision == "microseconds" || f.TimePrecision == "nanoseconds" {
+			return fmt.Errorf("%w (sluice does not build Debezium's time.precision.mode %s)", err, f.TimePrecision)
+		}
+		return err
+	}
+	if err := check("bigint.unsigned.handling.mode", f.BigintUnsigned, BigintLong, BigintPrecise); err != nil {
+		return err
+	}
+	return check("binary.handling.mode", f.BinaryHandling, BinaryBytes, BinaryBase64, BinaryHex)
+}
+
+func (f Format) dbzOpts() dbzOpts {
+	o := dbzOpts{decimal: 'p', binary: 'b', schemas: f.Schemas}
+	switch f.DecimalHandling {
+	case DecimalString:
+		o.decimal = 's'
+	case DecimalDouble:
+		o.decimal = 'd'
+	}
+	o.connect = f.TimePrecision == TimeConnect
+	o.precise = f.BigintUnsigned == BigintPrecise
+	switch f.BinaryHandling {
+	case BinaryBase64:
+		o.binary = '6'
+	case BinaryHex:
+		o.binary = 'x'
+	}
+	return o
+}
+
+// TxnOrder is the "transaction" block of a Debezium event (Debezium's
+// provide.transaction.metadata): the transaction's id, the event's place
+// among all events of the transaction (TotalOrder, from 1) and among the
+// transaction's events of the same table (DataCollectionOrder, from 1).
+// The wiring that counts a transaction's events passes it to
+// AppendDebeziumChange; without it the block is null.
+type TxnOrder struct {
+	ID                  string
+	TotalOrder          int64
+	DataCollectionOrder int64
+}
+
+// dbzState is the Encoder's state for format debezium.
+type dbzState struct {
+	opts dbzOpts
+	// prefix is `"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
+	prefix []byte
+	// cache holds the last source block from "snapshot" up to "row".
+	cache struct {
+		key   sourceKey
+		valid bool
+		bytes []byte
+	}
+	tables  map[*binlog.Table]*dbzTable
+	last    *dbzTable
+	scratch []byte
+}
+
+// initDebezium prepares e for format debezium.
+func (e *Encoder) initDebezium(version string) {
+	d := &dbzState{opts: e.format.dbzOpts(), tables: map[*binlog.Table]*dbzTable{}}
+	p := append([]byte(nil), `"source":{"version":`...)
+	p = appendQuoted(p, "sluice-"+version)
+	p = append(p, `,"connector":"mysql","name":`...)
+	p = appendQuoted(p, e.src.Name)
+	p = append(p, `,"ts_ms":`...)
+	d.prefix = p
+	e.dbz = d
+}
+
+// AppendDebeziumChange appends the event of ch in format debezium with an
+// explicit source.snapshot marker and, if tx is not nil, the
+// "transaction" block. The encoder must have been created with
+// WithFormat(Format{Name: FormatDebezium, ...}); with format sluice it is
+// AppendSnapshotChange and tx is ignored.
+//
+// The event is Debezium's envelope as JsonConverter writes it (wrapped in
+// {"schema":...,"payload":...} when Format.Schemas is set), as one line
+// ending in '\n' (the '\n' is not part of a Kafka record value):
+//
+//	{"before":{...}|null,"after":{...}|null,"source":{"version":"sluice-V",
+//	 "connector":"mysql","name":N,"ts_ms":T,"snapshot":"true|last|false",
+//	 "db":D,"sequence":null,"ts_us":T,"ts_ns":T,"table":TB,"server_id":S,
+//	 "gtid":G|null,"file":F,"pos":P,"row":R,"thread":null,"query":null},
+//	 "transaction":null|{"id":I,"total_order":N,"data_collection_order":N},
+//	 "op":"c|u|d|r","ts_ms":T,"ts_us":T,"ts_ns":T}
+//
+// source.ts_ms/ts_us/ts_ns are the commit time (for rows without a
+// commit time, snapshot rows, the time of writing, as Debezium does); the
+// outer ts_* the time of writing. A DDL change (binlog.OpDDL) is written
+// as sluice's schema-change line, unchanged: Debezium puts DDL in the
+// schema-change topic, not in a table's topic, and the caller routes it
+// (AppendTruncate writes a TRUNCATE as Debezium's op "t" event).
+func (e *Encoder) AppendDebeziumChange(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot, tx *TxnOrder) []byte {
+	if e.dbz == nil || ch.Op == binlog.OpDDL {
+		return e.appendSluice(dst, txn, ch, snap)
+	}
+	if snap == SnapshotAuto {
+		snap = SnapshotFalse
+		if ch.Op == binlog.OpRead {
+			snap = SnapshotTrue
+		}
+	}
+	var before, after binlog.Row
+	var op byte
+	switch ch.Op {
+	case binlog.OpUpdate:
+		before, after, op = ch.Before, ch.After, 'u'
+	case binlog.OpDelete:
+		before, op = ch.Before, 'd'
+	case binlog.OpRead:
+		after, op = ch.After, 'r'
+	default:
+		after, op = ch.After, 'c'
+	}
+	return e.appendDbzEvent(dst, txn, ch, snap, tx, before, after, op)
+}
+
+// AppendTruncate appends Debezium's event for a TRUNCATE TABLE statement
+// (Debezium's op "t", written when its skipped.operations does not name
+// "t"): before and after null, the table's source block, op "t". ch is the
+// DDL change of the statement (binlog.OpDDL with Table naming the table);
+// the event belongs in the table's topic, with a null key. With format
+// sluice, or for a change without a table, it writes ch as AppendChange
+// does.
+func (e *Encoder) AppendTruncate(dst []byte, txn *binlog.Txn, ch *binlog.Change, tx *TxnOrder) []byte {
+	if e.dbz == nil || ch.Table == nil {
+		return e.appendSluice(dst, txn, ch, SnapshotAuto)
+	}
+	return e.appendDbzEvent(dst, txn, ch, SnapshotFalse, tx, nil, nil, 't')
+}
+
+func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot, tx *TxnOrder, before, after binlog.Row, op byte) []byte {
+	d := e.dbz
+	now := e.nowNano()
+	t := d.table(e, ch.Table)
+	if d.opts.schemas {
+		dst = append(dst, `{"schema":`...)
+		dst = append(dst, t.envelope...)
+		dst = append(dst, `,"payload":`...)
+	}
+	dst = append(dst, `{"before":`...)
+	dst = d.appendRow(dst, t, before)
+	dst = append(dst, `,"after":`...)
+	dst = d.appendRow(dst, t, after)
+	dst = append(dst, ',')
+	dst = e.appendDbzSource(dst, txn, ch, snap, now)
+	dst = append(dst, `,"transaction":`...)
+	if tx == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, `{"id":`...)
+		dst = appendQuoted(dst, tx.ID)
+		dst = append(dst, `,"total_order":`...)
+		dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
+		dst = append(dst, `,"data_collection_order":`...)
+		dst = strconv.AppendInt(dst, tx.DataCollectionOrder, 10)
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"op":"`...)
+	dst = append(dst, op, '"')
+	dst = appendTimes(dst, `,"ts_ms":`, now)
+	dst = append(dst, '}')
+	if d.opts.schemas {
+		dst = append(dst, '}')
+	}
+	return append(dst, '\n')
+}
+
+// appendTimes appends `<msName>ms,"ts_us":us,"ts_ns":ns` for Unix
+// nanoseconds ns (floored to ms and µs).
+func appendTimes(dst []byte, msName string, ns int64) []byte {
+	dst = append(dst, msName...)
+	dst = strconv.AppendInt(dst, floorDiv(ns, 1e6), 10)
+	dst = append(dst, `,"ts_us":`...)
+	dst = strconv.AppendInt(dst, floorDiv(ns, 1e3), 10)
+	dst = append(dst, `,"ts_ns":`...)
+	return strconv.AppendInt(dst, ns, 10)
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}
+
+// nowNano reads the encoder's clock in Unix nanoseconds (see Encoder for
+// the default clock).
+func (e *Encoder) nowNano() int64 {
+	if e.now != nil {
+		return e.now().UnixNano()
+	}
+	c := &e.clock
+	d := time.Since(c.base)
+	if c.base.IsZero() || d < 0 || d >= time.Second {
+		c.base = time.Now()
+		c.baseNano, d = c.base.UnixNano(), 0
+	}
+	return c.baseNano + int64(d)
+}
+
+// appendDbzSource writes the "source" member of MySQL's Debezium source
+// block.
+func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot, now int64) []byte {
+	d := e.dbz
+	var (
+		commitNs int64
+		gtid     string
+		serverID = e.src.ServerID
+	)
+	if txn != nil {
+		if !txn.CommitTime.IsZero() {
+			commitNs = txn.CommitTime.UnixNano()
+		}
+		gtid = txn.GTID
+		if txn.ServerID != 0 {
+			serverID = txn.ServerID
+		}
+	}
+	if commitNs == 0 {
+		commitNs = now // Debezium: a source without a timestamp has the time of writing
+	}
+	dst = append(dst, d.prefix...)
+	dst = strconv.AppendInt(dst, floorDiv(commitNs, 1e6), 10)
+	// The members from "snapshot" to "row" depend on neither the commit
+	// time nor the row: rows of one event share them.
+	key := sourceKey{gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
+	if !d.cache.valid || d.cache.key != key {
+		b := d.cache.bytes[:0]
+		b = append(b, `,"snapshot":`...)
+		if int(snap) < len(snapshotText) {
+			b = append(b, snapshotText[snap]...)
+		} else {
+			b = append(b, `"false"`...)
+		}
+		b = append(b, `,"db":`...)
+		b = appendQuoted(b, changeDB(ch))
+		b = append(b, `,"sequence":null`...)
+		d.cache.bytes = b
+		d.cache.key, d.cache.valid = key, true
+	}
+	// Debezium's order: ts_ms, snapshot, db, sequence, ts_us, ts_ns.
+	head := d.cache.bytes
+	dst = append(dst, head...)
+	dst = append(dst, `,"ts_us":`...)
+	dst = strconv.AppendInt(dst, floorDiv(commitNs, 1e3), 10)
+	dst = append(dst, `,"ts_ns":`...)
+	dst = strconv.AppendInt(dst, commitNs, 10)
+	dst = append(dst, `,"table":`...)
+	if ch.Table != nil {
+		dst = appendQuoted(dst, ch.Table.Name)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"server_id":`...)
+	dst = strconv.AppendUint(dst, uint64(serverID), 10)
+	dst = append(dst, `,"gtid":`...)
+	if gtid != "" {
+		dst = appendQuoted(dst, gtid)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"file":`...)
+	dst = appendQuoted(dst, ch.File)
+	dst = append(dst, `,"pos":`...)
+	dst = strconv.AppendUint(dst, uint64(ch.Pos), 10)
+	dst = append(dst, `,"row":`...)
+	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
+	return append(dst, `,"thread":null,"query":null}`...)
+}
+
+// appendDebeziumKey appends the Debezium key of ch: the key struct of
+// the primary-key columns (with its schema when Schemas is set), or
+// nothing for a table without a primary key (Debezium's null key).
+func (e *Encoder) appendDebeziumKey(dst []byte, ch *binlog.Change) []byte {
+	d := e.dbz
+	tb := ch.Table
+	if tb == nil || len(tb.PrimaryKey) == 0 {
+		return dst
+	}
+	t := d.table(e, tb)
+	row, fallback := ch.After, binlog.Row(nil)
+	switch ch.Op {
+	case binlog.OpDelete:
+		row = ch.Before
+	case binlog.OpUpdate:
+		fallback = ch.Before
+	}
+	if d.opts.schemas {
+		dst = append(dst, `{"schema":`...)
+		dst = append(dst, t.keySchema...)
+		dst = append(dst, `,"payload":`...)
+	}
+	dst = append(dst, '{')
+	for n, i := range tb.PrimaryKey {
+		if i < 0 || i >= len(tb.Columns) {
+			continue
+		}
+		var v binlog.Value
+		if i < len(row) {
+			v = row[i]
+		}
+		if v.Kind() == binlog.KindAbsent && i < len(fallback) {
+			v = fallback[i]
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, t.names[i]...)
+		dst = d.appendValue(dst, &tb.Columns[i], &v)
+	}
+	dst = append(dst, '}')
+	if d.opts.schemas {
+		dst = append(dst, '}')
+	}
+	return dst
+}
+
+// appendRow writes a row as Debezium's Value struct: every column, in
+// table order; a column the row image does not hold (MINIMAL images) is
+// null, as in Debezium.
+func (d *dbzState) appendRow(dst []byte, t *dbzTable, row binlog.Row) []byte {
+	if row == nil || t.tb == nil {
+		return append(dst, "null"...)
+	}
+	cols := t.tb.Columns
+	dst = append(dst, '{')
+	for i := range cols {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, t.names[i]...)
+		if i < len(row) {
+			dst = d.appendValue(dst, &cols[i], &row[i])
+		} else {
+			dst = append(dst, "null"...)
+		}
+	}
+	return append(dst, '}')
+}
+
+// dbzTable is what format debezium keeps per table version.
+type dbzTable struct {
+	tb    *binlog.Table
+	cols  []binlog.Column // tb.Columns when the entry was built
+	names [][]byte        // `"name":` per column
+	// envelope and keySchema are the schema halves (Schemas only).
+	envelope, keySchema []byte
+}
+
+// maxDbzTables bounds the per-table cache; past it, it starts over.
+const maxDbzTables = 4096
+
+// table returns the cache entry of t, building it when t is new or its
+// columns changed.
+func (d *dbzState) table(e *Encoder, t *binlog.Table) *dbzTable {
+	if x := d.last; x != nil && x.tb == t && x.fresh() {
+		return x
+	}
+	x := d.tables[t]
+	if x == nil || !x.fresh() {
+		if len(d.tables) >= maxDbzTables {
+			clear(d.tables)
+		}
+		x = &dbzTable{tb: t}
+		if t != nil {
+			x.cols = t.Columns
+			for i := range t.Columns {
+				q := appendQuoted(nil, t.Columns[i].Name)
+				x.names = append(x.names, append(q, ':'))
+			}
+			if d.opts.schemas {
+				x.envelope = d.appendEnvelopeSchema(nil, e.src.Name, t)
+				x.keySchema = d.appendKeySchema(nil, e.src.Name, t)
+			}
+		}
+		d.tables[t] = x
+	}
+	d.last = x
+	return x
+}
+
+// fresh reports whether the entry still matches its table's columns.
+func (x *dbzTable) fresh() bool {
+	if x.tb == nil {
+		return true
+	}
+	c := x.tb.Columns
+	return len(c) == len(x.cols) && (len(c) == 0 || &c[0] == &x.cols[0])
+}

@@ -1,0 +1,262 @@
+package codec
+
+// The schema half of format debezium (JsonConverter's schemas.enable=true):
+// Kafka Connect schemas as JsonConverter writes them, members in its order
+// (type, fields|items, optional, name, version, doc, parameters, default,
+// field). They depend on the table only and are built once per table
+// version (dbzState.table).
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-cdc/sluice/binlog"
+)
+
+// dbzSourceSchema is the schema of MySQL's source block (Debezium 3.6:
+// io.debezium.connector.mysql.Source, version 1).
+const dbzSourceSchema = `{"type":"struct","fields":[` +
+	`{"type":"string","optional":false,"field":"version"},` +
+	`{"type":"string","optional":false,"field":"connector"},` +
+	`{"type":"string","optional":false,"field":"name"},` +
+	`{"type":"int64","optional":false,"field":"ts_ms"},` +
+	`{"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},"default":"false","field":"snapshot"},` +
+	`{"type":"string","optional":false,"field":"db"},` +
+	`{"type":"string","optional":true,"field":"sequence"},` +
+	`{"type":"int64","optional":true,"field":"ts_us"},` +
+	`{"type":"int64","optional":true,"field":"ts_ns"},` +
+	`{"type":"string","optional":true,"field":"table"},` +
+	`{"type":"int64","optional":false,"field":"server_id"},` +
+	`{"type":"string","optional":true,"field":"gtid"},` +
+	`{"type":"string","optional":false,"field":"file"},` +
+	`{"type":"int64","optional":false,"field":"pos"},` +
+	`{"type":"int32","optional":false,"field":"row"},` +
+	`{"type":"int64","optional":true,"field":"thread"},` +
+	`{"type":"string","optional":true,"field":"query"}` +
+	`],"optional":false,"name":"io.debezium.connector.mysql.Source","version":1,"field":"source"}`
+
+// dbzTxnSchema is the schema of the "transaction" block.
+const dbzTxnSchema = `{"type":"struct","fields":[` +
+	`{"type":"string","optional":false,"field":"id"},` +
+	`{"type":"int64","optional":false,"field":"total_order"},` +
+	`{"type":"int64","optional":false,"field":"data_collection_order"}` +
+	`],"optional":true,"name":"event.block","version":1,"field":"transaction"}`
+
+// dbzEnvelopeTail is the envelope's fields after the value structs and
+// the source block, and the envelope's own attributes up to its name.
+const dbzEnvelopeTail = dbzSourceSchema + `,` + dbzTxnSchema + `,` +
+	`{"type":"string","optional":false,"field":"op"},` +
+	`{"type":"int64","optional":true,"field":"ts_ms"},` +
+	`{"type":"int64","optional":true,"field":"ts_us"},` +
+	`{"type":"int64","optional":true,"field":"ts_ns"}` +
+	`],"optional":false,"name":`
+
+// dbzSchemaPrefix is Debezium's record schema prefix: topic prefix,
+// database and table joined by dots.
+func dbzSchemaPrefix(name string, t *binlog.Table) string {
+	return name + "." + t.Schema + "." + t.Name
+}
+
+// appendEnvelopeSchema appends the schema of a table's change events:
+// struct <prefix>.Envelope, version 2.
+func (d *dbzState) appendEnvelopeSchema(dst []byte, name string, t *binlog.Table) []byte {
+	p := dbzSchemaPrefix(name, t)
+	dst = append(dst, `{"type":"struct","fields":[`...)
+	for _, f := range [...]string{"before", "after"} {
+		dst = d.appendStructSchema(dst, t, nil, true, p+".Value")
+		dst = dst[:len(dst)-1]
+		dst = append(dst, `,"field":"`...)
+		dst = append(dst, f...)
+		dst = append(dst, `"},`...)
+	}
+	dst = append(dst, dbzEnvelopeTail...)
+	dst = appendQuoted(dst, p+".Envelope")
+	return append(dst, `,"version":2}`...)
+}
+
+// appendKeySchema appends the schema of a table's keys: struct
+// <prefix>.Key of the primary-key columns (nil for a table without one).
+func (d *dbzState) appendKeySchema(dst []byte, name string, t *binlog.Table) []byte {
+	if len(t.PrimaryKey) == 0 {
+		return dst
+	}
+	return d.appendStructSchema(dst, t, t.PrimaryKey, false, dbzSchemaPrefix(name, t)+".Key")
+}
+
+// appendStructSchema appends a struct of the columns of t (those at
+// index cols, or all when cols is nil).
+func (d *dbzState) appendStructSchema(dst []byte, t *binlog.Table, cols []int, optional bool, name string) []byte {
+	dst = append(dst, `{"type":"struct","fields":[`...)
+	one := func(n, i int) {
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = d.appendFieldSchema(dst, &t.Columns[i])
+	}
+	if cols == nil {
+		for i := range t.Columns {
+			one(i, i)
+		}
+	} else {
+		n := 0
+		for _, i := range cols {
+			if i >= 0 && i < len(t.Columns) {
+				one(n, i)
+				n++
+			}
+		}
+	}
+	dst = append(dst, `],"optional":`...)
+	dst = strconv.AppendBool(dst, optional)
+	dst = append(dst, `,"name":`...)
+	dst = appendQuoted(dst, name)
+	return append(dst, '}')
+}
+
+// appendFieldSchema appends the schema of one column, as a struct field.
+func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column) []byte {
+	typ, logical, version, params := d.columnType(col)
+	optional := col.Nullable
+	dst = append(dst, `{"type":"`...)
+	dst = append(dst, typ...)
+	dst = append(dst, '"')
+	switch typ {
+	case "array":
+		dst = append(dst, `,"items":{"type":"float","optional":false}`...)
+	case "struct": // geometry; Debezium's Geometry schema is always optional
+		dst = append(dst, `,"fields":[{"type":"bytes","optional":false,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}]`...)
+		optional = true
+	}
+	dst = append(dst, `,"optional":`...)
+	dst = strconv.AppendBool(dst, optional)
+	if logical != "" {
+		dst = append(dst, `,"name":"`...)
+		dst = append(dst, logical...)
+		dst = append(dst, `","version":`...)
+		dst = strconv.AppendInt(dst, int64(version), 10)
+	}
+	if typ == "struct" {
+		dst = append(dst, `,"doc":"Geometry"`...)
+	}
+	if len(params) > 0 {
+		dst = append(dst, `,"parameters":{`...)
+		for i := 0; i+1 < len(params); i += 2 {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendQuoted(dst, params[i])
+			dst = append(dst, ':')
+			dst = appendQuoted(dst, params[i+1])
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `,"field":`...)
+	dst = appendQuoted(dst, col.Name)
+	return append(dst, '}')
+}
+
+// columnType gives the Kafka Connect type of a column in format debezium,
+// its logical name and version ("" and 0 for none) and its parameters as
+// key, value pairs.
+func (d *dbzState) columnType(col *binlog.Column) (typ, logical string, version int, params []string) {
+	switch col.Kind {
+	case binlog.KindInt, binlog.KindUint:
+		u := col.Kind == binlog.KindUint || col.Unsigned
+		switch col.Type {
+		case mysql.MYSQL_TYPE_TINY:
+			return "int16", "", 0, nil
+		case mysql.MYSQL_TYPE_SHORT:
+			if u {
+				return "int32", "", 0, nil
+			}
+			return "int16", "", 0, nil
+		case mysql.MYSQL_TYPE_INT24:
+			return "int32", "", 0, nil
+		case mysql.MYSQL_TYPE_LONG:
+			if u {
+				return "int64", "", 0, nil
+			}
+			return "int32", "", 0, nil
+		}
+		if u && d.opts.precise {
+			return "bytes", "org.apache.kafka.connect.data.Decimal", 1, []string{"scale", "0", "connect.decimal.precision", "20"}
+		}
+		return "int64", "", 0, nil
+	case binlog.KindYear:
+		return "int32", "io.debezium.time.Year", 1, nil
+	case binlog.KindBit:
+		n := bitLen(col)
+		if n == 1 {
+			return "boolean", "", 0, nil
+		}
+		return "bytes", "io.debezium.data.Bits", 1, []string{"length", strconv.Itoa(n)}
+	case binlog.KindFloat:
+		return "float", "", 0, nil
+	case binlog.KindDouble:
+		return "double", "", 0, nil
+	case binlog.KindDecimal:
+		switch d.opts.decimal {
+		case 's':
+			return "string", "", 0, nil
+		case 'd':
+			return "double", "", 0, nil
+		}
+		params = []string{"scale", strconv.Itoa(col.Frac)}
+		if col.Precision > 0 {
+			params = append(params, "connect.decimal.precision", strconv.Itoa(col.Precision))
+		}
+		return "bytes", "org.apache.kafka.connect.data.Decimal", 1, params
+	case binlog.KindDate:
+		if d.opts.connect {
+			return "int32", "org.apache.kafka.connect.data.Date", 1, nil
+		}
+		return "int32", "io.debezium.time.Date", 1, nil
+	case binlog.KindDateTime:
+		switch {
+		case d.opts.connect:
+			return "int64", "org.apache.kafka.connect.data.Timestamp", 1, nil
+		case col.Frac > 3:
+			return "int64", "io.debezium.time.MicroTimestamp", 1, nil
+		}
+		return "int64", "io.debezium.time.Timestamp", 1, nil
+	case binlog.KindTimestamp:
+		return "string", "io.debezium.time.ZonedTimestamp", 1, nil
+	case binlog.KindTime:
+		if d.opts.connect {
+			return "int32", "org.apache.kafka.connect.data.Time", 1, nil
+		}
+		return "int64", "io.debezium.time.MicroTime", 1, nil
+	case binlog.KindBytes:
+		if d.opts.binary == 'b' {
+			return "bytes", "", 0, nil
+		}
+		return "string", "", 0, nil
+	case binlog.KindGeometry:
+		return "struct", "io.debezium.data.geometry.Geometry", 1, nil
+	case binlog.KindEnum:
+		return "string", "io.debezium.data.Enum", 1, []string{"allowed", allowedList(col.Enum)}
+	case binlog.KindSet:
+		return "string", "io.debezium.data.EnumSet", 1, []string{"allowed", allowedList(col.Set)}
+	case binlog.KindJSON:
+		return "string", "io.debezium.data.Json", 1, nil
+	case binlog.KindVector:
+		return "array", "io.debezium.data.FloatVector", 1, nil
+	}
+	return "string", "", 0, nil // text, and kinds without a schema of their own
+}
+
+// allowedList is Debezium's "allowed" parameter: the member names joined
+// by commas, a backslash or comma in a name escaped with a backslash.
+func allowedList(names []string) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		n = strings.ReplaceAll(n, `\`, `\\`)
+		b.WriteString(strings.ReplaceAll(n, ",", `\,`))
+	}
+	return b.String()
+}

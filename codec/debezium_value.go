@@ -1,0 +1,441 @@
+package codec
+
+// Column values in format debezium: what Debezium's MySQL connector's
+// value converters produce, as Kafka Connect's JsonConverter writes them.
+
+import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"math/big"
+	"strconv"
+
+	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-cdc/sluice/binlog"
+)
+
+// zeroTimestampText is what Debezium writes for a zero TIMESTAMP in a NOT
+// NULL column: its fallback, the epoch.
+const zeroTimestampText = `"1970-01-01T00:00:00Z"`
+
+// appendValue appends the Debezium encoding of v, a value of column col.
+func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) []byte {
+	switch v.Kind() {
+	case binlog.KindInt:
+		return strconv.AppendInt(dst, v.Int(), 10)
+	case binlog.KindUint:
+		if isBigintUnsigned(col) {
+			if d.opts.precise {
+				return appendDecimalBytes(dst, false, v.Uint(), nil)
+			}
+			// long mode: the two's-complement reading of the 64 bits.
+			return strconv.AppendInt(dst, int64(v.Uint()), 10)
+		}
+		return strconv.AppendUint(dst, v.Uint(), 10)
+	case binlog.KindYear:
+		y := v.Int()
+		if y == 0 {
+			y = 1900 // Debezium reads the binlog's YEAR byte as 1900+n
+		}
+		return strconv.AppendInt(dst, y, 10)
+	case binlog.KindBit:
+		n := bitLen(col)
+		if n == 1 {
+			return strconv.AppendBool(dst, v.Uint()&1 != 0)
+		}
+		var b [8]byte
+		binary.LittleEndian.PutUint64(b[:], v.Uint())
+		return appendBase64(dst, b[:(n+7)/8])
+	case binlog.KindFloat:
+		f := float32(v.Float())
+		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			return append(dst, "null"...)
+		}
+		return appendJavaFloat(dst, float64(f), 32)
+	case binlog.KindDouble:
+		f := v.Float()
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return append(dst, "null"...)
+		}
+		return appendJavaFloat(dst, f, 64)
+	case binlog.KindDecimal:
+		return d.appendDecimal(dst, col, v.Bytes())
+	case binlog.KindDate:
+		dt := v.Date()
+		if dt.Month == 0 || dt.Day == 0 {
+			return appendZero(dst, col, "0")
+		}
+		return strconv.AppendInt(dst, binlog.DaysFromCivil(int64(dt.Year), int(dt.Month), int(dt.Day)), 10)
+	case binlog.KindDateTime:
+		dt := v.DateTime()
+		if dt.Month == 0 || dt.Day == 0 {
+			return appendZero(dst, col, "0")
+		}
+		days := binlog.DaysFromCivil(int64(dt.Year), int(dt.Month), int(dt.Day))
+		us := ((days*24+int64(dt.Hour))*60+int64(dt.Minute))*60 + int64(dt.Second)
+		us = us*1e6 + int64(dt.Micro%1e6)
+		if micros := !d.opts.connect && col.Frac > 3; micros {
+			return strconv.AppendInt(dst, us, 10)
+		}
+		return strconv.AppendInt(dst, floorDiv(us, 1000), 10)
+	case binlog.KindTimestamp:
+		sec, micro := v.Timestamp()
+		if sec == 0 && micro == 0 {
+			return appendZero(dst, col, zeroTimestampText)
+		}
+		return appendTimestamp(dst, sec, micro, col.Frac)
+	case binlog.KindTime:
+		if d.opts.connect {
+			return strconv.AppendInt(dst, floorDiv(v.Duration(), 1000), 10)
+		}
+		return strconv.AppendInt(dst, v.Duration(), 10)
+	case binlog.KindString:
+		return appendText(dst, v.Bytes(), col.Charset)
+	case binlog.KindBytes:
+		b := v.Bytes()
+		if n := fixedBinaryLen(col); len(b) < n {
+			// BINARY(n): the binlog drops trailing zero bytes; Debezium pads.
+			d.scratch = append(append(d.scratch[:0], b...), make([]byte, n-len(b))...)
+			b = d.scratch
+		}
+		if d.opts.binary == 'x' {
+			return appendHex(dst, b)
+		}
+		return appendBase64(dst, b)
+	case binlog.KindGeometry:
+		return appendGeometry(dst, v.Bytes())
+	case binlog.KindEnum:
+		i := v.Uint()
+		if i >= 1 && i <= uint64(len(col.Enum)) {
+			return appendQuoted(dst, col.Enum[i-1])
+		}
+		return append(dst, `""`...) // 0: MySQL's '' error value
+	case binlog.KindSet:
+		return appendDbzSet(dst, v.Uint(), col.Set)
+	case binlog.KindJSON:
+		doc := v.Bytes()
+		if len(doc) == 0 {
+			if col.Nullable {
+				return append(dst, "null"...)
+			}
+			return append(dst, `"{}"`...)
+		}
+		d.scratch = appendJSONValue(d.scratch[:0], doc)
+		return appendQuoted(dst, d.scratch)
+	case binlog.KindVector:
+		b := v.Bytes()
+		dst = append(dst, '[')
+		for k := 0; k+4 <= len(b); k += 4 {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			f := math.Float32frombits(binary.LittleEndian.Uint32(b[k:]))
+			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+				dst = append(dst, "null"...)
+				continue
+			}
+			dst = appendJavaFloat(dst, float64(f), 32)
+		}
+		return append(dst, ']')
+	}
+	// KindNull, KindAbsent (not in a MINIMAL image) and unknown kinds.
+	return append(dst, "null"...)
+}
+
+// appendZero writes a zero date: null in a nullable column, else
+// Debezium's fallback for NOT NULL columns, the epoch (text).
+func appendZero(dst []byte, col *binlog.Column, epoch string) []byte {
+	if col.Nullable {
+		return append(dst, "null"...)
+	}
+	return append(dst, epoch...)
+}
+
+// isBigintUnsigned reports whether an unsigned column is BIGINT UNSIGNED
+// (or of unknown width, taken as the widest).
+func isBigintUnsigned(col *binlog.Column) bool {
+	return col.Type == mysql.MYSQL_TYPE_LONGLONG || col.Type == 0
+}
+
+// bitLen is the width of a BIT column, 64 when unknown.
+func bitLen(col *binlog.Column) int {
+	if col.BitLen >= 1 && col.BitLen <= 64 {
+		return col.BitLen
+	}
+	return 64
+}
+
+// fixedBinaryLen is n for a BINARY(n) column, else 0. The length is in
+// the column's TABLE_MAP metadata (real type and length, the length's
+// bits 8 and 9 folded into the type byte inverted).
+func fixedBinaryLen(col *binlog.Column) int {
+	if col.Type != mysql.MYSQL_TYPE_STRING {
+		return 0
+	}
+	m := col.Meta
+	if m < 256 {
+		return int(m)
+	}
+	b0, b1 := byte(m>>8), byte(m)
+	if b0&0x30 != 0x30 {
+		return int(b1) | int((b0&0x30)^0x30)<<4
+	}
+	return int(b1)
+}
+
+func appendBase64(dst, b []byte) []byte {
+	dst = append(dst, '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"')
+}
+
+func appendHex(dst, b []byte) []byte {
+	const digits = "0123456789abcdef"
+	dst = append(dst, '"')
+	for _, c := range b {
+		dst = append(dst, digits[c>>4], digits[c&15])
+	}
+	return append(dst, '"')
+}
+
+// appendGeometry writes io.debezium.data.geometry.Geometry: the WKB after
+// MySQL's 4-byte little-endian SRID, and the SRID (null for 0).
+func appendGeometry(dst, b []byte) []byte {
+	var srid uint32
+	if len(b) >= 4 {
+		srid = binary.LittleEndian.Uint32(b)
+		b = b[4:]
+	} else {
+		b = nil
+	}
+	dst = append(dst, `{"wkb":`...)
+	dst = appendBase64(dst, b)
+	dst = append(dst, `,"srid":`...)
+	if srid == 0 {
+		dst = append(dst, "null"...)
+	} else {
+		dst = strconv.AppendInt(dst, int64(int32(srid)), 10)
+	}
+	return append(dst, '}')
+}
+
+// appendDbzSet writes a SET as Debezium does: the names of the set bits
+// joined by commas (a bit past the known names adds its comma but no
+// name, as Debezium's converter does).
+func appendDbzSet(dst []byte, mask uint64, names []string) []byte {
+	dst = append(dst, '"')
+	first := true
+	for i := 0; mask != 0; i++ {
+		if mask&1 != 0 {
+			if !first {
+				dst = append(dst, ',')
+			}
+			first = false
+			if i < len(names) {
+				dst = appendEscapedBody(dst, names[i])
+			}
+		}
+		mask >>= 1
+	}
+	return append(dst, '"')
+}
+
+// appendEscapedBody appends s as the inside of a JSON string.
+func appendEscapedBody(dst []byte, s string) []byte {
+	n := len(dst)
+	dst = appendQuoted(dst, s)
+	// drop the quotes appendQuoted put around it
+	copy(dst[n:], dst[n+1:len(dst)-1])
+	return dst[:len(dst)-2]
+}
+
+// appendDecimal writes a DECIMAL value (text like "-12.3400") in the
+// decimal.handling.mode: precise is the base64 of the big-endian two's
+// complement of the unscaled integer at the column's scale.
+func (d *dbzState) appendDecimal(dst []byte, col *binlog.Column, text []byte) []byte {
+	switch d.opts.decimal {
+	case 's':
+		return appendQuoted(dst, text)
+	case 'd':
+		f, err := strconv.ParseFloat(string(text), 64)
+		if err != nil || math.IsInf(f, 0) {
+			return append(dst, "null"...)
+		}
+		return appendJavaFloat(dst, f, 64)
+	}
+	neg, digits, scale, ok := splitDecimal(text, d.scratch[:0])
+	if !ok {
+		return append(dst, "null"...)
+	}
+	want := scale
+	if col.Precision > 0 {
+		want = col.Frac
+	}
+	for ; scale < want; scale++ {
+		digits = append(digits, '0')
+	}
+	if scale > want {
+		digits = digits[:len(digits)-(scale-want)]
+	}
+	d.scratch = digits
+	// Strip leading zeros; at most 19 digits fit a uint64.
+	i := 0
+	for i < len(digits)-1 && digits[i] == '0' {
+		i++
+	}
+	digits = digits[i:]
+	if len(digits) <= 19 {
+		var m uint64
+		for _, c := range digits {
+			m = m*10 + uint64(c-'0')
+		}
+		return appendDecimalBytes(dst, neg && m != 0, m, nil)
+	}
+	var b big.Int
+	b.SetString(string(digits), 10)
+	return appendDecimalBytes(dst, neg, 0, &b)
+}
+
+// splitDecimal parses [-]digits[.digits] into the sign, all digits (into
+// buf) and the number of fractional digits.
+func splitDecimal(text, buf []byte) (neg bool, digits []byte, scale int, ok bool) {
+	i := 0
+	if i < len(text) && (text[i] == '-' || text[i] == '+') {
+		neg = text[i] == '-'
+		i++
+	}
+	dot := false
+	for ; i < len(text); i++ {
+		c := text[i]
+		switch {
+		case c >= '0' && c <= '9':
+			buf = append(buf, c)
+			if dot {
+				scale++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return false, buf, 0, false
+		}
+	}
+	return neg, buf, scale, len(buf) > 0
+}
+
+// appendDecimalBytes writes the base64 of the minimal big-endian two's
+// complement of the integer -m or m (or of b when not nil), as Java's
+// BigInteger.toByteArray gives it.
+func appendDecimalBytes(dst []byte, neg bool, m uint64, b *big.Int) []byte {
+	var buf [9]byte
+	var mag []byte
+	if b == nil {
+		if neg {
+			m-- // two's complement of -m is the inverse of m-1
+		}
+		binary.BigEndian.PutUint64(buf[1:], m)
+		mag = buf[1:]
+		for len(mag) > 0 && mag[0] == 0 {
+			mag = mag[1:]
+		}
+	} else {
+		if b.Sign() < 0 {
+			neg = true
+			b.Neg(b)
+		}
+		if neg {
+			b.Sub(b, big.NewInt(1))
+		}
+		mag = b.Bytes()
+	}
+	var ob [40]byte
+	out := ob[:0]
+	if neg {
+		out = append(out, 0xFF)
+		for _, c := range mag {
+			out = append(out, ^c)
+		}
+		if len(out) > 1 && out[1]&0x80 != 0 {
+			out = out[1:]
+		}
+	} else {
+		out = append(out, 0)
+		out = append(out, mag...)
+		if len(out) > 1 && out[1]&0x80 == 0 {
+			out = out[1:]
+		}
+	}
+	return appendBase64(dst, out)
+}
+
+// appendJavaFloat writes f as Java's Double.toString (bitSize 64) or
+// Float.toString (32) writes it, which is what JsonConverter's Jackson
+// writes: the shortest digits that read back as f, plain with at least one
+// fractional digit for 1e-3 <= |f| < 1e7 ("42.0", "0.001"), else
+// "d.dddE[-]n" ("1.0E7", "1.5E-4").
+func appendJavaFloat(dst []byte, f float64, bitSize int) []byte {
+	if f == 0 {
+		if math.Signbit(f) {
+			return append(dst, "-0.0"...)
+		}
+		return append(dst, "0.0"...)
+	}
+	a := math.Abs(f)
+	if a < 1e7 && a >= 1 && f == math.Trunc(f) {
+		dst = strconv.AppendInt(dst, int64(f), 10)
+		return append(dst, '.', '0')
+	}
+	var buf [32]byte
+	e := strconv.AppendFloat(buf[:0], f, 'e', -1, bitSize) // [-]d[.ddd]e±XX
+	plain := a >= 1e-3 && a < 1e7
+	if !plain && (len(e) > 1 && e[1] == 'e' || len(e) > 2 && e[0] == '-' && e[2] == 'e') {
+		// One digit: Java writes two, the closer of the two-digit
+		// decimals (4.9E-324 for the smallest double, 1.0E23 for 1e23).
+		e = strconv.AppendFloat(buf[:0], f, 'e', 1, bitSize)
+	}
+	neg := e[0] == '-'
+	if neg {
+		e = e[1:]
+	}
+	var digs [24]byte
+	ds := digs[:0]
+	k := 0
+	for ; k < len(e) && e[k] != 'e'; k++ {
+		if e[k] != '.' {
+			ds = append(ds, e[k])
+		}
+	}
+	exp, _ := strconv.Atoi(string(e[k+1:]))
+	if neg {
+		dst = append(dst, '-')
+	}
+	if plain {
+		p := exp + 1 // digits before the point
+		switch {
+		case p <= 0:
+			dst = append(dst, '0', '.')
+			for ; p < 0; p++ {
+				dst = append(dst, '0')
+			}
+			return append(dst, ds...)
+		case p >= len(ds):
+			dst = append(dst, ds...)
+			for j := len(ds); j < p; j++ {
+				dst = append(dst, '0')
+			}
+			return append(dst, '.', '0')
+		default:
+			dst = append(dst, ds[:p]...)
+			dst = append(dst, '.')
+			return append(dst, ds[p:]...)
+		}
+	}
+	dst = append(dst, ds[0], '.')
+	if len(ds) > 1 {
+		dst = append(dst, ds[1:]...)
+	} else {
+		dst = append(dst, '0')
+	}
+	dst = append(dst, 'E')
+	return strconv.AppendInt(dst, int64(exp), 10)
+}
