@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluice-cdc/sluice/codec"
 	joinpkg "github.com/sluice-cdc/sluice/join"
 )
 
@@ -161,12 +162,40 @@ type Sink struct {
 	Kafka yaml.Node `yaml:"kafka"`
 	Redis yaml.Node `yaml:"redis"`
 	NATS  yaml.Node `yaml:"nats"`
+	// Format is how the sink writes each change (and its Kafka key):
+	// sluice (default) or debezium, given as a name (format: debezium) or
+	// as a block with Debezium's option names (format: {name: debezium,
+	// schemas: true, decimal.handling.mode: string}).
+	Format Format `yaml:"format"`
 	// Line is where the sink is defined, for messages.
 	Line int `yaml:"-"`
 	// Join names the join whose records (or dead letters) the sink
 	// receives; empty for the pipeline's own sinks. Set by Load.
 	Join string `yaml:"-"`
 }
+
+// Format is a sink's output format: codec.Format, read from a name or a
+// block of its keys.
+type Format codec.Format
+
+var formatType = reflect.TypeOf(Format{})
+
+// UnmarshalYAML takes a format's name or a block of its keys.
+func (f *Format) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*f = Format{Name: n.Value}
+		return nil
+	}
+	var c codec.Format
+	if err := n.Decode(&c); err != nil {
+		return err
+	}
+	*f = Format(c)
+	return nil
+}
+
+// Codec returns f as codec.Format.
+func (f Format) Codec() codec.Format { return codec.Format(f) }
 
 // FileSink configures the file sink.
 type FileSink struct {
@@ -427,6 +456,12 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
 	}
 	switch t.Kind() {
 	case reflect.Struct:
+		if t == formatType && n.Kind == yaml.ScalarNode {
+			return nil // format: debezium
+		}
+		if t == formatType && n.Kind != yaml.MappingNode {
+			return &Error{File: file, Line: n.Line, Key: path, Msg: "want a format's name (sluice or debezium) or a block of its keys, e.g. {name: debezium, schemas: true}"}
+		}
 		if n.Kind != yaml.MappingNode {
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 				return nil
@@ -577,6 +612,15 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 			return at(fmt.Sprintf("%q is used by two sinks; give each its own name", s.Name), "name")
 		}
 		names[s.Name] = true
+		if s.Format.Name == "" {
+			s.Format.Name = codec.FormatSluice
+		}
+		if err := s.Format.Codec().Validate(); err != nil {
+			return at(err.Error()+"; see docs/CONFIG.md (sinks.format)", "format")
+		}
+		if s.Format.Codec().IsDebezium() && (s.Type == "redis" || s.Type == "nats") {
+			return at(fmt.Sprintf("format %s is written by kafka, file and stdout sinks; a %s sink writes format %s (remove format:, or use a kafka sink)", codec.FormatDebezium, s.Type, codec.FormatSluice), "format")
+		}
 		switch s.Type {
 		case "stdout":
 		case "file":
@@ -685,6 +729,10 @@ func (c *Config) validateJoins(file string, doc *yaml.Node) error {
 	for i := range c.Sinks {
 		if j, ok := owner[c.Sinks[i].Name]; ok {
 			c.Sinks[i].Join = j
+			if c.Sinks[i].Format.Codec().IsDebezium() {
+				path := []string{"sinks", strconv.Itoa(i), "format"}
+				return &Error{File: file, Line: lineOf(doc, path...), Key: keyPath(path), Msg: fmt.Sprintf("sink %q takes join %s's records, which have their own layout (docs/JOIN.md): remove format: %s from it", c.Sinks[i].Name, j, codec.FormatDebezium)}
+			}
 		}
 	}
 	if len(owner) > 0 && len(owner) == len(c.Sinks) {

@@ -11,16 +11,21 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/position"
 )
 
-// Message is one change as a sink receives it.
+// Message is one change as a sink receives it, in the sink's format (see
+// Formatted).
 //
-// Value is the change as one line of JSON (Debezium's layout, see
-// docs/FORMAT.md) without the final newline; it ends with the "sluice"
-// block that carries Seq, Epoch and, on the last message of a source
-// transaction, End. Sinks that have headers (Kafka, NATS) or fields (Redis
-// streams) repeat those there so that recovery need not parse the value.
+// In format sluice (codec.FormatSluice, the default) Value is the change as
+// one line of JSON (docs/FORMAT.md) without the final newline; it ends with
+// the "sluice" block that carries Seq, Epoch and, on the last message of a
+// source transaction, End. In format debezium Value is exactly what
+// Debezium writes (no "sluice" block): a sink that needs the block in its
+// payload writes it itself (AppendMetaMember). Sinks that have headers
+// (Kafka, NATS) or fields (Redis streams) carry Seq, Epoch and End there so
+// that recovery need not parse the value.
 type Message struct {
 	// Seq is the pipeline-wide sequence number: it grows by one for each
 	// message and keeps growing across restarts and failovers.
@@ -30,7 +35,9 @@ type Message struct {
 	// DB and Table name the changed table (DB alone for some DDL).
 	DB, Table string
 	Op        binlog.Op
-	// Key is the row's primary key as a JSON object ({"id":1}); null for DDL.
+	// Key is the message key in the sink's format (codec.Encoder.AppendKey):
+	// in format sluice the row's primary key as a JSON object ({"id":1}),
+	// null for DDL; in format debezium Debezium's key struct.
 	Key []byte
 	// Value is the encoded change (no trailing newline).
 	Value []byte
@@ -61,6 +68,26 @@ type Batch struct {
 	// sink refuses to write for a lower epoch than one it has seen.
 	Epoch    uint64
 	Messages []Message
+}
+
+// Formatted is implemented by a sink that receives its messages in a
+// format other than sluice's: Format returns it (valid by
+// codec.Format.Validate). A sink without it receives format sluice. The
+// pipeline encodes each change once per distinct format its sinks use, so
+// sinks that share a format share the encoding.
+type Formatted interface {
+	Format() codec.Format
+}
+
+// SinkFormat returns the format sink s receives: its Format, or
+// codec.FormatSluice.
+func SinkFormat(s Sink) codec.Format {
+	if f, ok := s.(Formatted); ok {
+		if ff := f.Format(); ff.Name != "" {
+			return ff
+		}
+	}
+	return codec.Format{Name: codec.FormatSluice}
 }
 
 // FirstSeq and LastSeq return the batch's sequence range (0 when empty).
@@ -262,10 +289,48 @@ func (t *tail) end(seq uint64) {
 // Meta is the "sluice" block of a message, as sinks store it in headers or
 // fields: what recovery needs to know about a message.
 type Meta struct {
-	Seq    uint64             `json:"seq"`
-	Epoch  uint64             `json:"epoch"`
-	Source string             `json:"source,omitempty"`
-	End    *position.Position `json:"end,omitempty"`
+	Seq    uint64 `json:"seq"`
+	Epoch  uint64 `json:"epoch"`
+	Source string `json:"source,omitempty"`
+	// Snapshot is set in blocks that AppendMetaMember writes (format
+	// debezium) on snapshot messages, which SnapshotRow cannot tell from
+	// Debezium's bytes; blocks in format sluice leave it to SnapshotRow.
+	Snapshot bool               `json:"snapshot,omitempty"`
+	End      *position.Position `json:"end,omitempty"`
+}
+
+// AppendMetaMember appends value, a JSON object, with m's "sluice" block
+// added as its last member: {...,"sluice":{"seq":S,"epoch":E,"source":N,
+// "snapshot":true,"end":{...}}} ("snapshot" on snapshot messages, "end" on
+// transaction ends). It is how a sink whose payload must carry the block
+// (the file sink, read back by its recovery) writes a message in format
+// debezium, whose Value lacks it. ParseMeta reads it back.
+func AppendMetaMember(dst, value []byte, epoch uint64, m *Message) []byte {
+	if len(value) < 2 || value[len(value)-1] != '}' {
+		return append(dst, value...) // not an object; never from the encoder
+	}
+	dst = append(dst, value[:len(value)-1]...)
+	dst = append(dst, `,"sluice":{"seq":`...)
+	dst = strconv.AppendUint(dst, m.Seq, 10)
+	dst = append(dst, `,"epoch":`...)
+	dst = strconv.AppendUint(dst, epoch, 10)
+	if m.Source != "" {
+		dst = append(dst, `,"source":`...)
+		dst = appendJSONString(dst, m.Source)
+	}
+	if m.Snapshot {
+		dst = append(dst, `,"snapshot":true`...)
+	}
+	if m.End != nil {
+		dst = append(dst, `,"end":`...)
+		dst = AppendEnd(dst, m.End)
+	}
+	return append(dst, '}', '}')
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s) // JSON's quoting, not Go's
+	return append(dst, b...)
 }
 
 // Header names used by sinks with headers (Kafka, NATS) and field names of

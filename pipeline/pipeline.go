@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,6 +152,10 @@ type Pipeline struct {
 	// live sources' progress (ns); delivered the watermark of what every
 	// sink holds.
 	watermark, skew, delivered atomic.Int64
+	// formats are the distinct formats the sinks use (see Formatted), in
+	// the order of the first sink using each; sinkFmt is each sink's.
+	formats []codec.Format
+	sinkFmt []int
 }
 
 // New checks cfg and returns a pipeline ready to Run.
@@ -162,6 +167,16 @@ func New(cfg Config) (*Pipeline, error) {
 	p := &Pipeline{cfg: cfg, log: cfg.Logger}
 	for _, s := range cfg.Sinks {
 		p.status.Sinks = append(p.status.Sinks, s.Name())
+		f := SinkFormat(s)
+		if err := f.Validate(); err != nil {
+			return nil, fmt.Errorf("pipeline: sink %s: %w", s.Name(), err)
+		}
+		fi := slices.Index(p.formats, f)
+		if fi < 0 {
+			fi = len(p.formats)
+			p.formats = append(p.formats, f)
+		}
+		p.sinkFmt = append(p.sinkFmt, fi)
 	}
 	for _, sc := range cfg.Sources {
 		log := cfg.Logger
@@ -875,10 +890,16 @@ func (p *Pipeline) SnapshotProgress(source string, ps []snapshot.TableProgress) 
 // batch is a Batch with what the pipeline needs to finish it.
 type batch struct {
 	Batch
-	buf   []byte
-	spans []span // Value and Key of each message within buf
-	txns  []*binlog.Txn
-	size  int // bytes counted against the buffer budget
+	buf []byte
+	// spans are the Value and Key of each message within buf, one per
+	// format (Pipeline.formats): message i's in format f is
+	// spans[i*len(formats)+f].
+	spans []span
+	// alt holds the messages in the formats after the first (alt[f-1]:
+	// format f); Messages are in the first.
+	alt  [][]Message
+	txns []*binlog.Txn
+	size int // bytes counted against the buffer budget
 	// txnBytes is the memory of the chunks in txns (as the merger
 	// measured them when they were queued).
 	txnBytes int
@@ -949,10 +970,11 @@ type builder struct {
 	noLast []bool
 }
 
-// builderSource is one source's encoder and its constant metadata.
+// builderSource is one source's encoders (one per format) and its
+// constant metadata.
 type builderSource struct {
 	name string
-	enc  *codec.Encoder
+	encs []*codec.Encoder
 	// metaTail is `,"epoch":E,"source":"S"`, written once.
 	metaTail []byte
 }
@@ -960,7 +982,10 @@ type builderSource struct {
 func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64, holds [][]hold) *builder {
 	b := &builder{p: p, w: w, epoch: epoch, nextSeq: nextSeq, holds: holds}
 	for _, s := range p.srcs {
-		bs := builderSource{name: s.cfg.Name, enc: codec.NewEncoder(codec.Source{Name: s.cfg.Name})}
+		bs := builderSource{name: s.cfg.Name}
+		for _, f := range p.formats {
+			bs.encs = append(bs.encs, codec.NewEncoder(codec.Source{Name: s.cfg.Name}, codec.WithFormat(f)))
+		}
 		bs.metaTail = append(bs.metaTail, `,"epoch":`...)
 		bs.metaTail = strconv.AppendUint(bs.metaTail, epoch, 10)
 		bs.metaTail = append(bs.metaTail, `,"source":`...)
@@ -978,10 +1003,14 @@ func (b *builder) batch() *batch {
 	select {
 	case bt := <-b.w.free: // a written batch's memory, reused
 		clear(bt.ends)
-		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends, snaps: bt.snaps[:0], opened: bt.opened[:0], lastMarks: bt.lastMarks[:0]}
+		for k := range bt.alt {
+			bt.alt[k] = bt.alt[k][:0]
+		}
+		*bt = batch{Batch: Batch{Epoch: b.epoch, Messages: bt.Messages[:0]}, buf: bt.buf[:0], spans: bt.spans[:0], alt: bt.alt, txns: bt.txns[:0], read: bt.read[:0], ends: bt.ends, snaps: bt.snaps[:0], opened: bt.opened[:0], lastMarks: bt.lastMarks[:0]}
 		b.cur = bt
 	default:
-		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2), ends: make([]position.Position, len(b.srcs))}
+		nf := len(b.p.formats)
+		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, nf*(b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2)), ends: make([]position.Position, len(b.srcs)), alt: make([][]Message, nf-1)}
 	}
 	return b.cur
 }
@@ -1011,7 +1040,6 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		ch := &t.Changes[i]
 		seq := b.nextSeq
 		b.nextSeq++
-		v0 := len(bt.buf)
 		snap := codec.SnapshotAuto
 		if t.SnapshotLast && i == n-1 {
 			if si < len(b.noLast) && b.noLast[si] {
@@ -1024,14 +1052,22 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		} else if t.Snapshot && ch.Op == binlog.OpDDL {
 			snap = codec.SnapshotTrue // the TRUNCATE before a keyless table read again whole
 		}
-		bt.buf = bs.enc.AppendSnapshotChange(bt.buf, t, ch, snap)
-		// Replace the final "}\n" with the sluice block.
-		bt.buf = bt.buf[:len(bt.buf)-2]
 		last := t.Last && !t.Snapshot && i == n-1
-		bt.buf = appendMeta(bt.buf, seq, bs.metaTail, last, &t.End)
-		v1 := len(bt.buf)
-		bt.buf = codec.AppendChangeKey(bt.buf, ch)
-		k1 := len(bt.buf)
+		for _, enc := range bs.encs {
+			v0 := len(bt.buf)
+			bt.buf = enc.AppendSnapshotChange(bt.buf, t, ch, snap)
+			if enc.Format().IsDebezium() {
+				// Debezium's bytes exactly: only the newline goes.
+				bt.buf = bytes.TrimSuffix(bt.buf, nl)
+			} else {
+				// Replace the final "}\n" with the sluice block.
+				bt.buf = bt.buf[:len(bt.buf)-2]
+				bt.buf = appendMeta(bt.buf, seq, bs.metaTail, last, &t.End)
+			}
+			v1 := len(bt.buf)
+			bt.buf = enc.AppendKey(bt.buf, ch)
+			bt.spans = append(bt.spans, span{int32(v0), int32(v1), int32(v1), int32(len(bt.buf))})
+		}
 		m := Message{Seq: seq, Source: bs.name, Op: ch.Op, Change: ch, Snapshot: t.Snapshot, EventTime: evt}
 		if ch.Table != nil {
 			m.DB, m.Table = ch.Table.Schema, ch.Table.Name
@@ -1047,8 +1083,10 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			bt.held = bt.held || m.held != 0
 		}
 		bt.Messages = append(bt.Messages, m)
-		bt.spans = append(bt.spans, span{int32(v0), int32(v1), int32(v1), int32(k1)})
-		if len(bt.buf) >= b.p.cfg.BatchBytes && i < n-1 {
+		for k := range bt.alt {
+			bt.alt[k] = append(bt.alt[k], m)
+		}
+		if len(bt.buf) >= b.p.cfg.BatchBytes*len(b.p.formats) && i < n-1 {
 			// A big chunk spans batches; the chunk's memory goes back to
 			// the reader with the last of them (written after the others).
 			if err := b.flush(ctx); err != nil {
@@ -1072,7 +1110,7 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			}
 		}
 	}
-	if len(bt.buf) >= b.p.cfg.BatchBytes {
+	if len(bt.buf) >= b.p.cfg.BatchBytes*len(b.p.formats) {
 		return b.flush(ctx)
 	}
 	return nil
@@ -1120,6 +1158,8 @@ func (b *builder) heldOpen(bt *batch, si int, t *binlog.Txn) uint64 {
 	return mask
 }
 
+var nl = []byte{'\n'}
+
 func appendMeta(dst []byte, seq uint64, tail []byte, last bool, end *position.Position) []byte {
 	dst = append(dst, `,"sluice":{"seq":`...)
 	dst = strconv.AppendUint(dst, seq, 10)
@@ -1162,10 +1202,14 @@ func (b *builder) flush(ctx context.Context) error {
 		return nil
 	}
 	b.cur = nil
-	for i := range bt.Messages {
-		s := bt.spans[i]
-		bt.Messages[i].Value = bt.buf[s.v0:s.v1:s.v1]
-		bt.Messages[i].Key = bt.buf[s.k0:s.k1:s.k1]
+	nf := len(b.p.formats)
+	for f := range nf {
+		msgs := bt.messages(f)
+		for i := range msgs {
+			s := bt.spans[i*nf+f]
+			msgs[i].Value = bt.buf[s.v0:s.v1:s.v1]
+			msgs[i].Key = bt.buf[s.k0:s.k1:s.k1]
+		}
 	}
 	bt.size, bt.encoded = cap(bt.buf)+bt.txnBytes, len(bt.buf)
 	bt.wm = b.wm
@@ -1313,7 +1357,7 @@ func (w *writer) run(ctx context.Context) error {
 // (and syncs) them together: group commit, which keeps latency low under
 // a steady load of small transactions.
 func (w *writer) gather(bt *batch) (_ *batch, closed bool) {
-	for bt.encoded < 4*w.p.cfg.BatchBytes && !bt.fixesStart {
+	for bt.encoded < 4*w.p.cfg.BatchBytes*len(w.p.formats) && !bt.fixesStart {
 		select {
 		case nb, ok := <-w.in:
 			if !ok {
@@ -1327,8 +1371,19 @@ func (w *writer) gather(bt *batch) (_ *batch, closed bool) {
 	return bt, false
 }
 
+// messages returns the batch's messages in format f (Pipeline.formats).
+func (bt *batch) messages(f int) []Message {
+	if f == 0 {
+		return bt.Messages
+	}
+	return bt.alt[f-1]
+}
+
 func (bt *batch) merge(nb *batch) {
 	bt.Messages = append(bt.Messages, nb.Messages...)
+	for k := range bt.alt {
+		bt.alt[k] = append(bt.alt[k], nb.alt[k]...)
+	}
 	bt.txns = append(bt.txns, nb.txns...)
 	bt.read = append(bt.read, nb.read...)
 	bt.size += nb.size
@@ -1516,12 +1571,13 @@ func (p *Pipeline) srcIndex(name string) int {
 // with backoff; after a failure the sink recovers before the next try.
 func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 	s := w.p.cfg.Sinks[i]
-	msgs := bt.Messages
+	msgs := bt.messages(w.p.sinkFmt[i])
 	if bt.held {
 		// After a recovery with several sources: leave out what the sink
 		// already holds.
-		msgs = make([]Message, 0, len(bt.Messages))
-		for _, m := range bt.Messages {
+		all := msgs
+		msgs = make([]Message, 0, len(all))
+		for _, m := range all {
 			if m.held&(1<<i) == 0 {
 				msgs = append(msgs, m)
 			}

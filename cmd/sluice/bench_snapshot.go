@@ -29,7 +29,7 @@ libslave article's tables, on each, and for each table alone and for both
 together measures, each in its own process:
 
   sluice tail --snapshot only --format none        (output to /dev/null)
-  sluice tail --snapshot only --format debezium    (output to a temporary file)
+  sluice tail --snapshot only --format sluice      (output to a temporary file)
   mariadb-dump / mysqldump --quick --single-transaction   (output to /dev/null)
 
 The dump is the server's own (MySQL's from the distribution the tests

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -147,6 +148,11 @@ func tailRangeCheckpointAndRead(t *testing.T, bin string, flavor position.Flavor
 	}
 	if !strings.Contains(errOut, "rows=4 txns=3 ") {
 		t.Fatalf("summary: %q", errOut)
+	}
+	// --format sluice is the default.
+	named, _ := run(t, bin, "tail", "--source", db.URL(), "--tables", "shop.items", "--from", from, "--to", to, "--format", "sluice")
+	if tsMS := regexp.MustCompile(`"ts_ms":[0-9]+`); tsMS.ReplaceAllString(named, "") != tsMS.ReplaceAllString(out, "") {
+		t.Fatalf("--format sluice differs from the default:\n%s\n%s", named, out)
 	}
 	// --format none: only the summary.
 	out, errOut = run(t, bin, "tail", "--source", db.URL(), "--from", from, "--to", to, "--format", "none")
@@ -382,7 +388,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"tail", "--source", "postgres://x@y"}, "must look like mysql://"},
 		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--from", "yesterday"}, "want current, earliest, FILE:POS or gtid:SET"},
 		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--tables", "nodot"}, "must be db.table"},
-		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--format", "xml"}, "want debezium or none"},
+		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--format", "xml"}, "want sluice, debezium or none"},
+		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--schemas"}, "--schemas is for --format debezium"},
 		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1"}, "connection refused"},
 		{[]string{"read", "main_test.go"}, "not a binlog file"},
 	} {

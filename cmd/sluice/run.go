@@ -235,9 +235,9 @@ func buildSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Sink,
 	}
 	switch sc.Type {
 	case "stdout":
-		return file.NewStdout(sc.Name, os.Stdout), nil
+		return file.NewStdoutFormat(sc.Name, os.Stdout, sc.Format.Codec()), nil
 	case "file":
-		s, err := file.New(sc.Name, file.Config{Path: sc.File.Path, MaxBytes: int64(sc.File.MaxBytes), NoSync: sc.File.NoSync}, slog.Default())
+		s, err := file.New(sc.Name, file.Config{Path: sc.File.Path, MaxBytes: int64(sc.File.MaxBytes), NoSync: sc.File.NoSync, Format: sc.Format.Codec()}, slog.Default())
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: sinks[%d]: %w", path, sc.Line, i, err)
 		}

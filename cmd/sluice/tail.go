@@ -24,20 +24,42 @@ import (
 const tailSource = "tail" // the source name in checkpoints and messages
 
 type outputOpts struct {
-	format string
-	name   string
+	format  string
+	schemas bool
+	name    string
 }
 
 func (o *outputOpts) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.format, "format", "debezium", "output format: debezium (one JSON object per change) or none (decode only, print the summary)")
+	cmd.Flags().StringVar(&o.format, "format", codec.FormatSluice, "output format, one JSON object per change: sluice (sluice's exact values, docs/FORMAT.md), debezium (what Debezium's MySQL connector writes, in its default modes), or none (decode only, print the summary)")
+	cmd.Flags().BoolVar(&o.schemas, "schemas", false, "with --format debezium: write the schema half ({\"schema\":...,\"payload\":...}, as JsonConverter's schemas.enable=true)")
 	cmd.Flags().StringVar(&o.name, "name", "sluice", "source name written in each message's source.name")
 }
 
 func (o *outputOpts) validate() error {
-	if o.format != "debezium" && o.format != "none" {
-		return fmt.Errorf("--format %q: want debezium or none", o.format)
+	if o.format == "none" {
+		if o.schemas {
+			return errors.New("--schemas is for --format debezium; --format none prints no changes")
+		}
+		return nil
+	}
+	if o.format != codec.FormatSluice && o.format != codec.FormatDebezium {
+		return fmt.Errorf("--format %q: want sluice, debezium or none", o.format)
+	}
+	if err := o.codecFormat().Validate(); err != nil {
+		if o.schemas && o.format == codec.FormatSluice {
+			return errors.New("--schemas is for --format debezium (format sluice has no schema half)")
+		}
+		return fmt.Errorf("--format %s: %w", o.format, err)
 	}
 	return nil
+}
+
+// codecFormat is the encoder's format for the flags (none encodes nothing).
+func (o *outputOpts) codecFormat() codec.Format {
+	if o.format == "none" {
+		return codec.Format{Name: codec.FormatSluice}
+	}
+	return codec.Format{Name: o.format, Schemas: o.schemas}
 }
 
 // printer writes changes and keeps the summary figures.
@@ -63,7 +85,7 @@ type printer struct {
 func newPrinter(w io.Writer, o outputOpts) *printer {
 	return &printer{
 		w:     bufio.NewWriterSize(w, 256<<10),
-		enc:   codec.NewEncoder(codec.Source{Name: o.name}),
+		enc:   codec.NewEncoder(codec.Source{Name: o.name}, codec.WithFormat(o.codecFormat())),
 		none:  o.format == "none",
 		start: time.Now(),
 	}

@@ -255,7 +255,7 @@ func runChild(ctx context.Context, opts Options, db *testenv.Server, rg Range, m
 	case "sluice":
 		args = []string{"tail", "--source", db.URL(), "--from", from, "--to", to, "--format", "none"}
 	case "debezium":
-		args = []string{"tail", "--source", db.URL(), "--from", from, "--to", to, "--format", "debezium"}
+		args = []string{"tail", "--source", db.URL(), "--from", from, "--to", to, "--format", "sluice"}
 	default:
 		args = []string{"bench", "child", mode, db.URL(), from, to}
 	}

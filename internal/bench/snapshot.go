@@ -36,7 +36,7 @@ import (
 const (
 	SnapshotDump     = "dump"            // mariadb-dump / mysqldump --quick --single-transaction > /dev/null
 	SnapshotNone     = "sluice-none"     // sluice tail --snapshot only --format none
-	SnapshotDebezium = "sluice-debezium" // sluice tail --snapshot only --format debezium > file
+	SnapshotDebezium = "sluice-debezium" // sluice tail --snapshot only --format sluice > file (the name predates format debezium)
 )
 
 // SnapshotModes are the readers measured, the peer first.
@@ -475,7 +475,7 @@ func runSnapshotChild(ctx context.Context, db *testenv.Server, c SnapshotCase, m
 		}
 		format := "none"
 		if mode == SnapshotDebezium {
-			format = "debezium"
+			format = "sluice" // sluice's own JSON (the mode's name predates format debezium)
 			file = filepath.Join(tmp, c.Name+".jsonl")
 			if out, err = os.Create(file); err != nil {
 				return res, err

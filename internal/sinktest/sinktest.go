@@ -55,6 +55,10 @@ type Target struct {
 	// only what is past the offset (the join reports its whole state; the
 	// pipeline takes either).
 	Absolute bool
+	// Format is the format of the messages the sink receives
+	// (pipeline.Formatted; zero: sluice). In format debezium a Value is
+	// Debezium's bytes, without the sluice block.
+	Format codec.Format
 }
 
 // expect is what tg's recovery reports holding held past the offset after
@@ -70,7 +74,7 @@ func (tg Target) expect(before, held []pipeline.Message) pipeline.Recovery {
 func Run(t *testing.T, tg Target) {
 	for _, nsrc := range []int{1, 2} {
 		t.Run(fmt.Sprintf("sources=%d", nsrc), func(t *testing.T) {
-			b0, b1, b2 := Batches(nsrc)
+			b0, b1, b2 := BatchesIn(nsrc, tg.Format)
 			t.Run("empty", func(t *testing.T) { empty(t, tg, nsrc) })
 			t.Run("cut", func(t *testing.T) {
 				// A crash after k messages of b1 were durable: k = 0 is a
@@ -345,7 +349,13 @@ func nonZero(m map[string]int) map[string]int {
 // ends inside a transaction that b2 ends. With one source every message
 // is of "s1".
 func Batches(nsrc int) (b0, b1, b2 []pipeline.Message) {
-	g := &gen{nsrc: nsrc, encs: map[string]*codec.Encoder{}}
+	return BatchesIn(nsrc, codec.Format{})
+}
+
+// BatchesIn is Batches with the messages in format f (values and keys as
+// the pipeline encodes them for a sink of that format).
+func BatchesIn(nsrc int, f codec.Format) (b0, b1, b2 []pipeline.Message) {
+	g := &gen{nsrc: nsrc, encs: map[string]*codec.Encoder{}, format: f}
 	b0 = slices.Concat(g.txn(0, 3), g.txn(1, 1))
 	b1 = slices.Concat(g.txn(0, 4), g.snapshot(1, 2), g.ddl(1), g.txn(1, 2), g.snapshot(0, 1), g.txn(0, 3), g.txn(1, 1))
 	big := g.txn(0, 5)
@@ -369,6 +379,7 @@ type gen struct {
 	seq, row uint64
 	pos      [2]uint32
 	encs     map[string]*codec.Encoder
+	format   codec.Format
 }
 
 func (g *gen) source(i int) (string, int) {
@@ -381,19 +392,26 @@ func (g *gen) source(i int) (string, int) {
 func (g *gen) enc(src string) *codec.Encoder {
 	e := g.encs[src]
 	if e == nil {
-		e = codec.NewEncoder(codec.Source{Name: src})
+		e = codec.NewEncoder(codec.Source{Name: src}, codec.WithFormat(g.format))
 		g.encs[src] = e
 	}
 	return e
 }
 
-// message encodes ch as the pipeline does (its value ends with the sluice
-// block, restamped with the epoch of each write).
+// message encodes ch as the pipeline does (in format sluice its value ends
+// with the sluice block, restamped with the epoch of each write; in format
+// debezium it is Debezium's bytes).
 func (g *gen) message(src string, txn *binlog.Txn, ch *binlog.Change, snap bool, end *position.Position) pipeline.Message {
 	g.seq++
-	v := g.enc(src).AppendChange(nil, txn, ch)
+	e := g.enc(src)
+	v := e.AppendChange(nil, txn, ch)
+	if g.format.IsDebezium() {
+		v = v[:len(v)-1] // a whole object: Stamp leaves it alone
+	} else {
+		v = v[:len(v)-2]
+	}
 	m := pipeline.Message{Seq: g.seq, Source: src, Op: ch.Op, Change: ch, Snapshot: snap, End: end,
-		Key: codec.AppendChangeKey(nil, ch), Value: v[:len(v)-2]}
+		Key: e.AppendKey(nil, ch), Value: v}
 	if ch.Table != nil {
 		m.DB, m.Table = ch.Table.Schema, ch.Table.Name
 	} else {
@@ -441,10 +459,16 @@ func (g *gen) ddl(si int) []pipeline.Message {
 }
 
 // Stamp returns ms with the sluice block of each value written for
-// epoch, as the pipeline writes it.
+// epoch, as the pipeline writes it in format sluice. A value that is a
+// whole JSON object already (format debezium, which has no block) is left
+// as it is.
 func Stamp(ms []pipeline.Message, epoch uint64) []pipeline.Message {
 	out := make([]pipeline.Message, len(ms))
 	for i, m := range ms {
+		if n := len(m.Value); n > 0 && m.Value[n-1] == '}' {
+			out[i] = m
+			continue
+		}
 		v := append([]byte(nil), m.Value...)
 		v = fmt.Appendf(v, `,"sluice":{"seq":%d,"epoch":%d,"source":%q`, m.Seq, epoch, m.Source)
 		if m.End != nil {

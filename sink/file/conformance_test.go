@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/sinktest"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/sink/file"
@@ -61,6 +62,80 @@ func TestConformance(t *testing.T) {
 		Open: func(t *testing.T, ns string) pipeline.Sink { return openIn(t, filepath.Join(root, ns)) },
 		Held: func(t *testing.T, ns string) []uint64 { return heldSeqs(t, filepath.Join(root, ns)) },
 	})
+}
+
+// TestConformanceDebezium: the suite with lines in format debezium (with
+// and without schemas): Debezium's value with the sluice block as its last
+// member, which recovery reads (snapshot rows marked in it).
+func TestConformanceDebezium(t *testing.T) {
+	for _, f := range []codec.Format{{Name: codec.FormatDebezium}, {Name: codec.FormatDebezium, Schemas: true}} {
+		t.Run(fmt.Sprintf("schemas=%v", f.Schemas), func(t *testing.T) {
+			root := t.TempDir()
+			sinktest.Run(t, sinktest.Target{
+				Format: f,
+				Open: func(t *testing.T, ns string) pipeline.Sink {
+					s, err := file.New("out", file.Config{Path: filepath.Join(root, ns, "out.jsonl"), Format: f}, slog.New(slog.DiscardHandler))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { s.Close() })
+					return s
+				},
+				Held: func(t *testing.T, ns string) []uint64 { return heldSeqs(t, filepath.Join(root, ns)) },
+			})
+		})
+	}
+}
+
+// A debezium line is Debezium's value exactly, with the sluice block added
+// as its last member.
+func TestDebeziumLine(t *testing.T) {
+	f := codec.Format{Name: codec.FormatDebezium}
+	dir := t.TempDir()
+	s, err := file.New("out", file.Config{Path: filepath.Join(dir, "out.jsonl"), Format: f}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Format() != f {
+		t.Fatalf("Format() = %+v", s.Format())
+	}
+	b0, b1, _ := sinktest.BatchesIn(1, f)
+	if _, err := s.Recover(t.Context(), 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	ms := append(b0, b1...)
+	if _, err := s.Write(t.Context(), &pipeline.Batch{Epoch: 3, Messages: ms}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "out.000001.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := 0
+	for line := range bytes.Lines(b) {
+		m := ms[i]
+		i++
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		want := string(m.Value[:len(m.Value)-1]) + fmt.Sprintf(`,"sluice":{"seq":%d,"epoch":3,"source":"s1"`, m.Seq)
+		if m.Snapshot {
+			want += `,"snapshot":true`
+		}
+		if m.End != nil {
+			want += `,"end":` + string(pipeline.AppendEnd(nil, m.End))
+		}
+		want += "}}"
+		if string(line) != want {
+			t.Fatalf("line %d:\n%s\nwant\n%s", i, line, want)
+		}
+		meta, err := pipeline.ParseMeta(line)
+		if err != nil || meta.Seq != m.Seq || meta.Epoch != 3 || meta.Snapshot != m.Snapshot {
+			t.Fatalf("line %d: ParseMeta = %+v, %v", i, meta, err)
+		}
+	}
+	if i != len(ms) {
+		t.Fatalf("%d lines, want %d", i, len(ms))
+	}
 }
 
 // TestConformanceTornAtEveryByte: a write killed at any byte of its batch

@@ -53,6 +53,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/flock"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
@@ -68,6 +69,11 @@ type Config struct {
 	// NoSync skips fsync: faster, but a machine crash (not a process
 	// crash) can lose acknowledged batches. Default false.
 	NoSync bool `yaml:"no_sync"`
+	// Format is the lines' format (the sink's format: in the config, not
+	// in the file block): sluice (default) or debezium. A debezium line is
+	// Debezium's value with sluice's block added as its last member
+	// ({...,"sluice":{"seq":...}}), which recovery reads.
+	Format codec.Format `yaml:"-"`
 }
 
 // Validate names what is wrong.
@@ -78,7 +84,7 @@ func (c *Config) Validate() error {
 	if c.MaxBytes < 0 {
 		return fmt.Errorf("max_bytes %d: must be positive", c.MaxBytes)
 	}
-	return nil
+	return c.Format.Validate()
 }
 
 // Sink writes JSON lines to segment files.
@@ -125,6 +131,9 @@ func New(name string, cfg Config, log *slog.Logger) (*Sink, error) {
 
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.name }
+
+// Format returns the format of the sink's lines (pipeline.Formatted).
+func (s *Sink) Format() codec.Format { return s.cfg.Format }
 
 func (s *Sink) segmentName(n int) string {
 	return fmt.Sprintf("%s.%06d%s", s.stem, n, s.ext)
@@ -378,7 +387,7 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 			sc.stale++
 		default:
 			sc.high = meta.Epoch
-			rec.Observe(meta.Seq, meta.Source, meta.End, pipeline.SnapshotRow(line[:len(line)-1]))
+			rec.Observe(meta.Seq, meta.Source, meta.End, meta.Snapshot || pipeline.SnapshotRow(line[:len(line)-1]))
 		}
 		off += int64(len(line))
 	}
@@ -467,8 +476,13 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 		return "", fmt.Errorf("sink %s: %w", s.name, err)
 	}
 	buf := s.buf[:0]
+	dbz := s.cfg.Format.IsDebezium()
 	for i := range b.Messages {
-		buf = append(buf, b.Messages[i].Value...)
+		if dbz {
+			buf = pipeline.AppendMetaMember(buf, b.Messages[i].Value, b.Epoch, &b.Messages[i])
+		} else {
+			buf = append(buf, b.Messages[i].Value...)
+		}
 		buf = append(buf, '\n')
 	}
 	s.buf = buf
@@ -514,10 +528,12 @@ func syncDir(dir string) error {
 
 // Stdout writes JSON lines to standard output (or any writer). It keeps
 // nothing to recover from: after a crash the lines since the last
-// checkpoint are written again. Use the file sink for exactly-once.
+// checkpoint are written again. Use the file sink for exactly-once. In
+// format debezium each line is Debezium's value exactly (no sluice block).
 type Stdout struct {
-	name string
-	w    *bufio.Writer
+	name   string
+	w      *bufio.Writer
+	format codec.Format
 }
 
 var _ pipeline.Sink = (*Stdout)(nil)
@@ -529,6 +545,17 @@ func NewStdout(name string, w io.Writer) *Stdout {
 	}
 	return &Stdout{name: name, w: bufio.NewWriterSize(w, 256<<10)}
 }
+
+// NewStdoutFormat is NewStdout for lines in format f (valid by
+// codec.Format.Validate).
+func NewStdoutFormat(name string, w io.Writer, f codec.Format) *Stdout {
+	s := NewStdout(name, w)
+	s.format = f
+	return s
+}
+
+// Format returns the format of the lines (pipeline.Formatted).
+func (s *Stdout) Format() codec.Format { return s.format }
 
 // Name returns the sink's name.
 func (s *Stdout) Name() string { return s.name }

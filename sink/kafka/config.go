@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-cdc/sluice/codec"
 )
 
 // Defaults of Config.
@@ -93,6 +95,15 @@ type Config struct {
 	TLS *TLSConfig `yaml:"tls"`
 	// SASL, when set, authenticates with SASL.
 	SASL *SASLConfig `yaml:"sasl"`
+	// Tombstones writes, after each delete, a record with the delete's
+	// key and a null value (Debezium's tombstones.on.delete), so that a
+	// compacted topic forgets the row. Default true in format debezium,
+	// false in format sluice. A table without a primary key (a null key)
+	// gets none: there is nothing for compaction to forget.
+	Tombstones *bool `yaml:"tombstones"`
+	// Format is the records' format, the sink's format in the config
+	// (sinks[].format, not in the kafka block). Zero: sluice.
+	Format codec.Format `yaml:"-"`
 }
 
 // TLSConfig is the tls block of Config. An empty block (tls: {}) turns
@@ -146,6 +157,13 @@ func (c Config) withDefaults() Config {
 	if c.SASL != nil {
 		c.SASL.Mechanism = strings.ToUpper(c.SASL.Mechanism)
 	}
+	if c.Format.Name == "" {
+		c.Format.Name = codec.FormatSluice
+	}
+	if c.Tombstones == nil {
+		t := c.Format.IsDebezium()
+		c.Tombstones = &t
+	}
 	return c
 }
 
@@ -192,6 +210,9 @@ func (c *Config) Validate() error {
 	}
 	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		return errors.New("tls: cert_file and key_file go together: set both for a client certificate, or neither")
+	}
+	if err := c.Format.Validate(); err != nil {
+		return err
 	}
 	if s := c.SASL; s != nil {
 		if !slices.Contains(SASLMechanisms, strings.ToUpper(s.Mechanism)) {

@@ -394,7 +394,7 @@ func (sc *scanner) refreshLeaders(ctx context.Context, parts []*scanPart) error 
 // observe reports one record to the recovery if this pipeline wrote it.
 func (sc *scanner) observe(r *kgo.Record) error {
 	var seqV, epochV, srcV, endV, pipeV []byte
-	hasSeq := false
+	hasSeq, snap := false, false
 	for _, h := range r.Headers {
 		switch h.Key {
 		case pipeline.HeaderSeq:
@@ -407,6 +407,8 @@ func (sc *scanner) observe(r *kgo.Record) error {
 			endV = h.Value
 		case HeaderPipeline:
 			pipeV = h.Value
+		case HeaderSnapshot:
+			snap = true
 		}
 	}
 	if !hasSeq || string(pipeV) != sc.s.pipeline {
@@ -429,7 +431,9 @@ func (sc *scanner) observe(r *kgo.Record) error {
 			return fmt.Errorf("%s: %w", where(), err)
 		}
 	}
-	sc.rec.Observe(seq, string(srcV), end, pipeline.SnapshotRow(r.Value))
+	// A tombstone (null value) repeats its delete's seq without the end:
+	// observed again, it changes nothing.
+	sc.rec.Observe(seq, string(srcV), end, snap || pipeline.SnapshotRow(r.Value))
 	sc.maxEpoch = max(sc.maxEpoch, epoch)
 	return nil
 }

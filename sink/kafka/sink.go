@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -30,6 +32,14 @@ import (
 // templates overlap on one cluster do not take each other's records for
 // their own.
 const HeaderPipeline = "sluice-pipeline"
+
+// HeaderSnapshot ("true") marks, in format debezium, a record of a snapshot
+// (a row it read, or the TRUNCATE before a table read again whole), which
+// recovery leaves out of its count of a cut transaction; in format sluice
+// recovery tells them from the value (pipeline.SnapshotRow).
+const HeaderSnapshot = "sluice-snapshot"
+
+var snapshotVal = []byte("true")
 
 // Producer tuning (see BenchmarkWrite and docs/SINKS-kafka.md).
 const (
@@ -89,6 +99,9 @@ type Sink struct {
 	// promises may still run after Close returns.
 	out *produced
 }
+
+// Format returns the format of the sink's records (pipeline.Formatted).
+func (s *Sink) Format() codec.Format { return s.cfg.Format }
 
 // produced is the outcome of one producer's records in the current
 // Write: failed is set by the first record that fails, whose error and
@@ -463,16 +476,25 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 		}
 	}
 
-	// Second pass: the records.
-	if cap(s.recs) < n {
-		s.recs = make([]kgo.Record, n)
+	// Second pass: the records, and a tombstone after each delete.
+	dbz, tombs := s.cfg.Format.IsDebezium(), 0
+	if *s.cfg.Tombstones {
+		for i := range msgs {
+			if msgs[i].Op == binlog.OpDelete && len(msgs[i].Key) > 0 {
+				tombs++
+			}
+		}
 	}
-	recs := s.recs[:n]
-	const perRec = 5
+	if cap(s.recs) < n+tombs {
+		s.recs = make([]kgo.Record, n+tombs)
+	}
+	recs := s.recs[:n+tombs]
+	const perRec = 6
 	if cap(s.hdrs) < perRec*n {
 		s.hdrs = make([]kgo.RecordHeader, perRec*n)
 	}
 	hdrs := s.hdrs[:perRec*n]
+	r := 0
 	for i := range msgs {
 		m := &msgs[i]
 		src, ok := s.sources[m.Source]
@@ -487,21 +509,38 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 		h[3] = kgo.RecordHeader{Key: HeaderPipeline, Value: s.pipeVal}
 		size := recordOverhead + batchOverhead + len(m.Key) + len(m.Value) + len(pipeline.HeaderSeq) + len(pipeline.HeaderEpoch) + len(pipeline.HeaderSource) + len(HeaderPipeline) +
 			idx[3*i+1] - idx[3*i] + len(epochVal) + len(src) + len(s.pipeVal)
+		h = h[:4]
+		if dbz && m.Snapshot {
+			// Format debezium's values have no sluice block, from which
+			// recovery tells snapshot messages in format sluice.
+			h = append(h, kgo.RecordHeader{Key: HeaderSnapshot, Value: snapshotVal})
+			size += len(HeaderSnapshot) + len(snapshotVal)
+		}
+		base := h // a tombstone's headers: the delete's, without the end
 		if m.End != nil {
-			h[4] = kgo.RecordHeader{Key: pipeline.HeaderEnd, Value: vals[idx[3*i+1]:idx[3*i+2]:idx[3*i+2]]}
+			h = append(h, kgo.RecordHeader{Key: pipeline.HeaderEnd, Value: vals[idx[3*i+1]:idx[3*i+2]:idx[3*i+2]]})
 			size += len(pipeline.HeaderEnd) + idx[3*i+2] - idx[3*i+1]
-		} else {
-			h = h[:4]
 		}
 		if size > s.cfg.MaxRecordBytes {
 			return nil, fmt.Errorf("kafka: sink %s: message seq %d (table %s.%s) makes a record of about %d bytes, above max_record_bytes %d: raise max_record_bytes, and the topic's max.message.bytes with it",
 				s.cfg.Name, m.Seq, m.DB, m.Table, size, s.cfg.MaxRecordBytes)
 		}
-		recs[i] = kgo.Record{
+		key := m.Key
+		if len(key) == 0 {
+			key = nil // a null key (format debezium, a table without a primary key)
+		}
+		recs[r] = kgo.Record{
 			Topic:   names[i],
-			Key:     m.Key,
+			Key:     key,
 			Value:   m.Value,
 			Headers: h,
+		}
+		r++
+		if *s.cfg.Tombstones && m.Op == binlog.OpDelete && key != nil {
+			// The same seq as the delete and no end: recovery sees the
+			// seq twice, which counts once.
+			recs[r] = kgo.Record{Topic: names[i], Key: key, Headers: base}
+			r++
 		}
 	}
 	return recs, nil
