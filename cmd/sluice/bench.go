@@ -47,9 +47,10 @@ func benchCmd() *cobra.Command {
 		Long: `Starts a throwaway MariaDB, then a throwaway MySQL, writes four binlog ranges on
 each (inserts into and updates of short_table and long_table), and reads each
 range with sluice (typed decoding), go-mysql's default decoder, a raw transfer
-without decoding (the floor), and sluice's Debezium JSON output to /dev/null.
-Each reader runs in its own process, so its peak memory is its own. Prints
-rows/s, ratios and peak memory per server.`,
+without decoding (the floor), and sluice's output in each format (sluice's
+own, debezium, debezium with schemas) to a pipe that counts the bytes. Each
+reader runs in its own process, so its peak memory is its own. Prints rows/s,
+ratios, peak memory and bytes per row per server.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			self, err := os.Executable()
@@ -96,7 +97,7 @@ rows/s, ratios and peak memory per server.`,
 	lib.Flags().IntVar(&rows, "rows", 1_000_000, "rows per table")
 	lib.Flags().IntVar(&runs, "runs", 1, "runs per reader and range; the fastest is reported")
 	lib.Flags().StringVar(&profile, "profile", "", "directory to write a CPU profile of every sluice run into")
-	lib.Flags().StringSliceVar(&modes, "modes", nil, "readers to measure (default sluice,go-mysql,raw,debezium)")
+	lib.Flags().StringSliceVar(&modes, "modes", nil, "readers to measure (default sluice,go-mysql,raw,sluice-json,debezium,debezium-schemas)")
 	child := &cobra.Command{
 		Use:    "child MODE URL FROM TO",
 		Hidden: true,

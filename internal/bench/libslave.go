@@ -27,7 +27,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
@@ -54,8 +53,18 @@ type Options struct {
 	Log        io.Writer
 }
 
-// Modes measured, in the order printed.
-var Modes = []string{"sluice", "go-mysql", "raw", "debezium"}
+// Modes measured, in the order printed: sluice decoding only, the two
+// peers, then sluice's output in each format (`sluice tail --format`),
+// written to a pipe that counts the bytes.
+var Modes = []string{"sluice", "go-mysql", "raw", "sluice-json", "debezium", "debezium-schemas"}
+
+// formatArgs are the `sluice tail` output flags of each format mode.
+var formatArgs = map[string][]string{
+	"sluice":           {"--format", "none"},
+	"sluice-json":      {"--format", "sluice"},
+	"debezium":         {"--format", "debezium"},
+	"debezium-schemas": {"--format", "debezium", "--schemas"},
+}
 
 // LongTableDDL creates the libslave article's 26-column long_table (in the
 // current database).
@@ -207,6 +216,9 @@ type Result struct {
 	SteadySeconds float64
 	FirstRows     int64
 	MaxRSS        int64 // bytes
+	// OutBytes is what a format mode wrote (its messages, newlines
+	// included).
+	OutBytes int64
 }
 
 // RowsPerSec is the steady decoding rate.
@@ -250,33 +262,25 @@ func runChild(ctx context.Context, opts Options, db *testenv.Server, rg Range, m
 	self := opts.Self
 	from := rg.From.File + ":" + strconv.FormatUint(uint64(rg.From.Offset), 10)
 	to := rg.To.File + ":" + strconv.FormatUint(uint64(rg.To.Offset), 10)
-	var args []string
-	switch mode {
-	case "sluice":
-		args = []string{"tail", "--source", db.URL(), "--from", from, "--to", to, "--format", "none"}
-	case "debezium":
-		args = []string{"tail", "--source", db.URL(), "--from", from, "--to", to, "--format", "sluice"}
-	default:
-		args = []string{"bench", "child", mode, db.URL(), from, to}
+	args := []string{"bench", "child", mode, db.URL(), from, to}
+	fa, tail := formatArgs[mode]
+	if tail {
+		args = append([]string{"tail", "--source", db.URL(), "--from", from, "--to", to}, fa...)
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
 	if opts.ProfileDir != "" {
 		cmd.Env = append(os.Environ(), "SLUICE_CPUPROFILE="+filepath.Join(opts.ProfileDir, rg.Name+"-"+mode+".prof"))
 	}
 	var out strings.Builder
-	devnull, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		return Result{}, err
-	}
-	defer devnull.Close()
-	cmd.Stdout, cmd.Stderr = devnull, &out // tail: changes to /dev/null, summary on stderr
-	if mode != "sluice" && mode != "debezium" {
+	var written countWriter
+	cmd.Stdout, cmd.Stderr = &written, &out // tail: changes counted, summary on stderr
+	if !tail {
 		cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	}
 	if err := cmd.Run(); err != nil {
 		return Result{}, fmt.Errorf("%s %s: %w\n%s", self, strings.Join(args, " "), err, out.String())
 	}
-	res := Result{Range: rg.Name, Mode: mode}
+	res := Result{Range: rg.Name, Mode: mode, OutBytes: written.n}
 	for _, f := range strings.Fields(out.String()) {
 		k, v, _ := strings.Cut(f, "=")
 		switch k {
@@ -315,22 +319,54 @@ func Report(w io.Writer, results []Result) {
 		}
 		by[r.Range][r.Mode] = r
 	}
+	ratio := func(a, b Result) string {
+		if a.RowsPerSec() == 0 || b.RowsPerSec() == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", a.RowsPerSec()/b.RowsPerSec())
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| range\t rows\t binlog MB\t sluice rows/s\t go-mysql rows/s\t raw floor rows/s\t sluice/go-mysql\t sluice/raw\t sluice max RSS MiB\t debezium JSON rows/s\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	fmt.Fprintln(tw, "| range\t rows\t binlog MB\t sluice rows/s\t go-mysql rows/s\t raw floor rows/s\t sluice/go-mysql\t sluice/raw\t sluice max RSS MiB\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t")
 	for _, name := range order {
 		m := by[name]
-		s, g, raw, dz := m["sluice"], m["go-mysql"], m["raw"], m["debezium"]
-		ratio := func(a, b Result) string {
-			if a.RowsPerSec() == 0 || b.RowsPerSec() == 0 {
-				return "-"
-			}
-			return fmt.Sprintf("%.2f×", a.RowsPerSec()/b.RowsPerSec())
-		}
-		fmt.Fprintf(tw, "| %s\t %d\t %.0f\t %.0f\t %.0f\t %.0f\t %s\t %s\t %d\t %.0f\t\n", name, s.Rows, float64(raw.Bytes)/1e6,
-			s.RowsPerSec(), g.RowsPerSec(), raw.RowsPerSec(), ratio(s, g), ratio(s, raw), s.MaxRSS>>20, dz.RowsPerSec())
+		s, g, raw := m["sluice"], m["go-mysql"], m["raw"]
+		fmt.Fprintf(tw, "| %s\t %d\t %.0f\t %.0f\t %.0f\t %.0f\t %s\t %s\t %d\t\n", name, s.Rows, float64(raw.Bytes)/1e6,
+			s.RowsPerSec(), g.RowsPerSec(), raw.RowsPerSec(), ratio(s, g), ratio(s, raw), s.MaxRSS>>20)
 	}
 	tw.Flush()
+
+	// The formats: JSON rows/s and bytes per row, each format beside
+	// sluice's own (the issue's budget: debezium without schemas within
+	// 10% of it, with schemas within 40%).
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "| range\t sluice JSON rows/s\t B/row\t debezium rows/s\t B/row\t vs sluice\t debezium+schemas rows/s\t B/row\t vs sluice\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	perRow := func(r Result) string {
+		if r.Rows == 0 || r.OutBytes == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", float64(r.OutBytes)/float64(r.Rows))
+	}
+	for _, name := range order {
+		m := by[name]
+		sj, dz, ds := m["sluice-json"], m["debezium"], m["debezium-schemas"]
+		if sj.Rows == 0 && dz.Rows == 0 && ds.Rows == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "| %s\t %.0f\t %s\t %.0f\t %s\t %s\t %.0f\t %s\t %s\t\n", name, sj.RowsPerSec(), perRow(sj),
+			dz.RowsPerSec(), perRow(dz), ratio(dz, sj), ds.RowsPerSec(), perRow(ds), ratio(ds, sj))
+	}
+	tw.Flush()
+}
+
+// countWriter counts what is written to it and keeps none of it.
+type countWriter struct{ n int64 }
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
 }
 
 // masterPos is the server's current binlog position.
