@@ -52,12 +52,27 @@ type Message struct {
 	// docs/SOURCES.md); zero for snapshot rows.
 	EventTime time.Time
 
+	// KeyChange is set, in format debezium, on an update that changed the
+	// row's primary key (Key is then the new key): Debezium writes such an
+	// update as a delete of the old key, its tombstone and a create of the
+	// new key, which a sink with keys (Kafka) writes in its place. Other
+	// sinks write Value, the update.
+	KeyChange *KeyChange
+
 	// held marks the sinks that already hold the message (bit i: sink i),
 	// after a recovery with several sources.
 	held uint64
 	// Change is the decoded change, for sinks that keep rows (Redis
 	// materialize). It is valid until the Write call for the batch returns.
 	Change *binlog.Change
+}
+
+// KeyChange is an update that changed the primary key, as Debezium writes
+// it: Delete, the delete event of the row under OldKey, and Create, the
+// create event of the row under the new key (Message.Key); both in the
+// message's format, without a trailing newline.
+type KeyChange struct {
+	OldKey, Delete, Create []byte
 }
 
 // Batch is the unit a sink writes: messages of one or more source

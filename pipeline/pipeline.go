@@ -968,6 +968,26 @@ type builder struct {
 	wm int64
 	// noLast: see plan.noLast (consumed by the first row it unmarks).
 	noLast []bool
+	// kcs is scratch: the key change of the current change per format.
+	kcs []*KeyChange
+}
+
+// keyChange returns ch, an update, as Debezium writes an update that
+// changed the primary key (a delete under the old key and a create under
+// the new, newKey), or nil when the key stayed.
+func keyChange(enc *codec.Encoder, t *binlog.Txn, ch *binlog.Change, newKey []byte) *KeyChange {
+	del := *ch
+	del.Op, del.After = binlog.OpDelete, nil
+	old := enc.AppendKey(nil, &del)
+	if bytes.Equal(old, newKey) {
+		return nil
+	}
+	ins := del
+	ins.Op, ins.Before, ins.After = binlog.OpInsert, nil, ch.After
+	kc := &KeyChange{OldKey: old}
+	kc.Delete = bytes.TrimSuffix(enc.AppendSnapshotChange(nil, t, &del, codec.SnapshotFalse), nl)
+	kc.Create = bytes.TrimSuffix(enc.AppendSnapshotChange(nil, t, &ins, codec.SnapshotFalse), nl)
+	return kc
 }
 
 // builderSource is one source's encoders (one per format) and its
@@ -1053,6 +1073,7 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			snap = codec.SnapshotTrue // the TRUNCATE before a keyless table read again whole
 		}
 		last := t.Last && !t.Snapshot && i == n-1
+		kcs := b.kcs[:0]
 		for _, enc := range bs.encs {
 			v0 := len(bt.buf)
 			bt.buf = enc.AppendSnapshotChange(bt.buf, t, ch, snap)
@@ -1067,7 +1088,13 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			v1 := len(bt.buf)
 			bt.buf = enc.AppendKey(bt.buf, ch)
 			bt.spans = append(bt.spans, span{int32(v0), int32(v1), int32(v1), int32(len(bt.buf))})
+			var kc *KeyChange
+			if enc.Format().IsDebezium() && ch.Op == binlog.OpUpdate && ch.Table != nil && len(ch.Table.PrimaryKey) > 0 {
+				kc = keyChange(enc, t, ch, bt.buf[v1:])
+			}
+			kcs = append(kcs, kc)
 		}
+		b.kcs = kcs
 		m := Message{Seq: seq, Source: bs.name, Op: ch.Op, Change: ch, Snapshot: t.Snapshot, EventTime: evt}
 		if ch.Table != nil {
 			m.DB, m.Table = ch.Table.Schema, ch.Table.Name
@@ -1082,8 +1109,10 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			m.held = txnMask | b.heldOpen(bt, si, t)
 			bt.held = bt.held || m.held != 0
 		}
+		m.KeyChange = kcs[0]
 		bt.Messages = append(bt.Messages, m)
 		for k := range bt.alt {
+			m.KeyChange = kcs[k+1]
 			bt.alt[k] = append(bt.alt[k], m)
 		}
 		if len(bt.buf) >= b.p.cfg.BatchBytes*len(b.p.formats) && i < n-1 {

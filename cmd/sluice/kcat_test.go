@@ -129,10 +129,10 @@ checkpoint: {path: %s, interval: 100ms}
 	}
 	wait("app.t", 2) // the snapshot's rows
 	if err := db.Exec(ctx, "INSERT INTO app.t VALUES (3, 9999.99, '1970-01-01 00:00:00.001')", "UPDATE app.t SET d = 2.25 WHERE id = 1",
-		"DELETE FROM app.t WHERE id = 2", "DELETE FROM app.k"); err != nil {
+		"DELETE FROM app.t WHERE id = 2", "DELETE FROM app.k", "UPDATE app.t SET id = 5 WHERE id = 3"); err != nil {
 		t.Fatal(err)
 	}
-	ts := wait("app.t", 6)
+	ts := wait("app.t", 9)
 	ks := wait("app.k", 2)
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
@@ -166,8 +166,11 @@ checkpoint: {path: %s, interval: 100ms}
 		id      int
 		d       string
 		ts      string // the DATETIME(3) as Debezium writes it: epoch ms, or null
-		hasSeq  bool
 		snapHdr bool
+		// hdr is a Debezium header the record carries (key=value);
+		// fileOp the op of the file sink's line of the same seq ("-": the
+		// record repeats the next one's seq: a key change's delete).
+		hdr, fileOp string
 	}
 	check := func(topic string, rs []kcatRecord, ws []want) {
 		if len(rs) != len(ws) {
@@ -188,6 +191,12 @@ checkpoint: {path: %s, interval: 100ms}
 			}
 			if _, snap := r.header("sluice-snapshot"); snap != w.snapHdr {
 				t.Fatalf("%s record %d: sluice-snapshot header %v, want %v", topic, i, snap, w.snapHdr)
+			}
+			if w.hdr != "" {
+				k, v, _ := strings.Cut(w.hdr, "=")
+				if got, ok := r.header(k); !ok || got != v {
+					t.Fatalf("%s record %d: header %s = %q, want %q (headers %v)", topic, i, k, got, v, r.Headers)
+				}
 			}
 			if w.op == "" {
 				if r.Payload != nil {
@@ -236,7 +245,13 @@ checkpoint: {path: %s, interval: 100ms}
 					t.Fatalf("%s record %d: row %s, want id %d d %s ts %s", topic, i, row, w.id, w.d, w.ts)
 				}
 			}
-			seqs = append(seqs, w.op+":"+seq)
+			switch w.fileOp {
+			case "-":
+			case "":
+				seqs = append(seqs, w.op+":"+seq)
+			default:
+				seqs = append(seqs, w.fileOp+":"+seq)
+			}
 		}
 		if strings.Join(seqs, " ") != strings.Join(fileSeqs[strings.TrimPrefix(topic, "app.")], " ") {
 			t.Fatalf("%s: seqs %v, the file sink's %v", topic, seqs, fileSeqs[strings.TrimPrefix(topic, "app.")])
@@ -249,6 +264,11 @@ checkpoint: {path: %s, interval: 100ms}
 		{key: `{"id":1}`, op: "u", id: 1, d: `"AOE="`, ts: "1704164645678"},
 		{key: `{"id":2}`, op: "d", id: 2, d: `"/w=="`, ts: "null"},
 		{key: `{"id":2}`}, // the tombstone
+		// The key change 3 -> 5: delete, tombstone, create (one update
+		// in the sluice file sink).
+		{key: `{"id":3}`, op: "d", id: 3, d: `"D0I/"`, ts: "1", hdr: `__debezium.newkey={"id":5}`, fileOp: "-"},
+		{key: `{"id":3}`},
+		{key: `{"id":5}`, op: "c", id: 5, d: `"D0I/"`, ts: "1", hdr: `__debezium.oldkey={"id":3}`, fileOp: "u"},
 	})
 	check("app.k", ks, []want{{op: "r", snapHdr: true}, {op: "d"}}) // a null key, no tombstone
 }

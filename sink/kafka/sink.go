@@ -41,6 +41,13 @@ const HeaderSnapshot = "sluice-snapshot"
 
 var snapshotVal = []byte("true")
 
+// Debezium's headers on the records of an update that changed the primary
+// key: the delete carries the new key, the create the old one.
+const (
+	HeaderNewKey = "__debezium.newkey"
+	HeaderOldKey = "__debezium.oldkey"
+)
+
 // Producer tuning (see BenchmarkWrite and docs/SINKS-kafka.md).
 const (
 	// linger lets partitions fill record batches while the first produce
@@ -477,18 +484,19 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 	}
 
 	// Second pass: the records, and a tombstone after each delete.
-	dbz, tombs := s.cfg.Format.IsDebezium(), 0
-	if *s.cfg.Tombstones {
-		for i := range msgs {
-			if msgs[i].Op == binlog.OpDelete && len(msgs[i].Key) > 0 {
-				tombs++
-			}
+	dbz, extra := s.cfg.Format.IsDebezium(), 0
+	for i := range msgs {
+		if msgs[i].KeyChange != nil {
+			extra++ // delete and create in place of the update
+		}
+		if *s.cfg.Tombstones && (msgs[i].Op == binlog.OpDelete && len(msgs[i].Key) > 0 || msgs[i].KeyChange != nil) {
+			extra++
 		}
 	}
-	if cap(s.recs) < n+tombs {
-		s.recs = make([]kgo.Record, n+tombs)
+	if cap(s.recs) < n+extra {
+		s.recs = make([]kgo.Record, n+extra)
 	}
-	recs := s.recs[:n+tombs]
+	recs := s.recs[:n+extra]
 	const perRec = 6
 	if cap(s.hdrs) < perRec*n {
 		s.hdrs = make([]kgo.RecordHeader, perRec*n)
@@ -528,6 +536,23 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 		key := m.Key
 		if len(key) == 0 {
 			key = nil // a null key (format debezium, a table without a primary key)
+		}
+		if kc := m.KeyChange; kc != nil {
+			// Debezium's primary-key update: a delete of the old key
+			// (header __debezium.newkey), its tombstone, a create of the
+			// new key (header __debezium.oldkey); all with the update's
+			// seq, the end on the create.
+			recs[r] = kgo.Record{Topic: names[i], Key: kc.OldKey, Value: kc.Delete,
+				Headers: append(slices.Clip(base), kgo.RecordHeader{Key: HeaderNewKey, Value: key})}
+			r++
+			if *s.cfg.Tombstones {
+				recs[r] = kgo.Record{Topic: names[i], Key: kc.OldKey, Headers: base}
+				r++
+			}
+			recs[r] = kgo.Record{Topic: names[i], Key: key, Value: kc.Create,
+				Headers: append(slices.Clip(h), kgo.RecordHeader{Key: HeaderOldKey, Value: kc.OldKey})}
+			r++
+			continue
 		}
 		recs[r] = kgo.Record{
 			Topic:   names[i],
