@@ -48,7 +48,7 @@ func benchCmd() *cobra.Command {
 each (inserts into and updates of short_table and long_table), and reads each
 range with sluice (typed decoding), go-mysql's default decoder, a raw transfer
 without decoding (the floor), and sluice's output in each format (sluice's
-own, debezium, debezium with schemas) to a pipe that counts the bytes. Each
+own, debezium, debezium with schemas) to /dev/null (tail counts the bytes). Each
 reader runs in its own process, so its peak memory is its own. Prints rows/s,
 ratios, peak memory and bytes per row per server.`,
 		Args: cobra.NoArgs,

@@ -129,11 +129,16 @@ checkpoint: {path: %s, interval: 100ms}
 	}
 	wait("app.t", 2) // the snapshot's rows
 	if err := db.Exec(ctx, "INSERT INTO app.t VALUES (3, 9999.99, '1970-01-01 00:00:00.001')", "UPDATE app.t SET d = 2.25 WHERE id = 1",
-		"DELETE FROM app.t WHERE id = 2", "DELETE FROM app.k", "UPDATE app.t SET id = 5 WHERE id = 3"); err != nil {
+		"DELETE FROM app.t WHERE id = 2", "DELETE FROM app.k", "UPDATE app.t SET id = 5 WHERE id = 3", "ALTER TABLE app.t ADD note INT"); err != nil {
 		t.Fatal(err)
 	}
 	ts := wait("app.t", 9)
 	ks := wait("app.k", 2)
+	// The DDL goes to the database's schema-change topic: the table's
+	// topic holds Debezium's data events only.
+	if ddl := wait("app._", 1); ddl[0].Payload == nil || !strings.Contains(*ddl[0].Payload, `"ddl":"ALTER TABLE app.t ADD note INT"`) {
+		t.Fatalf("app._: %+v, want the ALTER", ddl[0])
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("sluice run: %v\n%s", err, log.String())
@@ -155,6 +160,9 @@ checkpoint: {path: %s, interval: 100ms}
 			}
 			if err := json.Unmarshal(l, &ev); err != nil {
 				t.Fatal(err)
+			}
+			if ev.Op == "" {
+				continue // the DDL
 			}
 			fileSeqs[ev.Source.Table] = append(fileSeqs[ev.Source.Table], ev.Op+":"+strconv.FormatUint(ev.Sluice.Seq, 10))
 		}

@@ -71,6 +71,8 @@ type printer struct {
 	rows  int64
 	txns  int64
 	bytes int64
+	// out is the bytes of the changes printed.
+	out   int64
 	start time.Time
 	// first is when the first chunk with changes arrived and firstRows its
 	// rows: the steady rate excludes connecting and the first chunk.
@@ -115,6 +117,7 @@ func (p *printer) txn(t *binlog.Txn) error {
 		if _, err := p.w.Write(p.buf); err != nil {
 			return fmt.Errorf("writing output: %w", err)
 		}
+		p.out += int64(len(p.buf))
 	}
 	if p.first.IsZero() && rows > 0 {
 		// Rows, as p.rows counts them (DDL is not a row): the steady rate
@@ -144,8 +147,8 @@ func (p *printer) summaryAt(now time.Time) string {
 	if d := now.Sub(p.first).Seconds(); !p.first.IsZero() && d > 0 {
 		steady, steadySecs = rate(p.rows-p.firstRows, d), d
 	}
-	s := fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f steady_rows_per_sec=%.0f steady_seconds=%.3f first_rows=%d",
-		p.rows, p.txns, p.bytes, secs, rate(p.rows, secs), steady, steadySecs, p.firstRows)
+	s := fmt.Sprintf("rows=%d txns=%d bytes=%d seconds=%.3f rows_per_sec=%.0f steady_rows_per_sec=%.0f steady_seconds=%.3f first_rows=%d out_bytes=%d",
+		p.rows, p.txns, p.bytes, secs, rate(p.rows, secs), steady, steadySecs, p.firstRows, p.out)
 	if p.snapMethod != "" {
 		s += fmt.Sprintf(" snapshot_method=%s writers_blocked_seconds=%.6f", p.snapMethod, p.snapBlocked.Seconds())
 	}

@@ -572,12 +572,21 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 }
 
 // topicOf returns the topic of a message's table, rendered once per table.
+//
+// In format debezium a table's topic holds Debezium's data events only:
+// a DDL message goes to its database's schema-change topic, the template
+// with an empty table ("{db}._" by default), which the recovery scan
+// covers like every topic the template makes.
 func (s *Sink) topicOf(m *pipeline.Message) (string, error) {
-	k := topicKey{m.Source, m.DB, m.Table}
+	table := m.Table
+	if m.Op == binlog.OpDDL && s.cfg.Format.IsDebezium() {
+		table = ""
+	}
+	k := topicKey{m.Source, m.DB, table}
 	if t, ok := s.topics[k]; ok {
 		return t, nil
 	}
-	t, err := s.topic.render(m.Source, m.DB, m.Table)
+	t, err := s.topic.render(m.Source, m.DB, table)
 	if err != nil {
 		return "", err
 	}
