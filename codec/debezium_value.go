@@ -50,13 +50,13 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		return appendBase64(dst, b[:(n+7)/8])
 	case binlog.KindFloat:
 		f := float32(v.Float())
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		if !finite(float64(f)) {
 			return append(dst, "null"...)
 		}
 		return appendJavaFloat(dst, float64(f), 32)
 	case binlog.KindDouble:
 		f := v.Float()
-		if math.IsNaN(f) || math.IsInf(f, 0) {
+		if !finite(f) {
 			return append(dst, "null"...)
 		}
 		return appendJavaFloat(dst, f, 64)
@@ -132,7 +132,7 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 				dst = append(dst, ',')
 			}
 			f := math.Float32frombits(binary.LittleEndian.Uint32(b[k:]))
-			if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+			if !finite(float64(f)) {
 				dst = append(dst, "null"...)
 				continue
 			}

@@ -55,6 +55,10 @@ func appendFloat(dst []byte, f float64, bitSize int) []byte {
 	return strconv.AppendFloat(dst, f, 'g', -1, bitSize)
 }
 
+// finite reports whether f is neither NaN nor an infinity (which MySQL
+// cannot store; both formats write such a value as null).
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
 func appendValue(dst []byte, col *binlog.Column, v *binlog.Value) []byte {
 	switch v.Kind() {
 	case binlog.KindInt, binlog.KindYear:
@@ -65,13 +69,13 @@ func appendValue(dst []byte, col *binlog.Column, v *binlog.Value) []byte {
 		return appendQuoted(dst, v.Bytes())
 	case binlog.KindFloat:
 		f := float32(v.Float())
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		if !finite(float64(f)) {
 			return append(dst, "null"...)
 		}
 		return appendFloat(dst, float64(f), 32)
 	case binlog.KindDouble:
 		f := v.Float()
-		if math.IsNaN(f) || math.IsInf(f, 0) {
+		if !finite(f) {
 			return append(dst, "null"...)
 		}
 		return appendFloat(dst, f, 64)
@@ -130,7 +134,7 @@ func appendVector(dst, b []byte) []byte {
 			dst = append(dst, ',')
 		}
 		f := math.Float32frombits(binary.LittleEndian.Uint32(b[k:]))
-		if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		if !finite(float64(f)) {
 			dst = append(dst, "null"...)
 			continue
 		}
