@@ -16,11 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/kafkatest"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
@@ -213,25 +213,17 @@ func cutSinkKinds(t *testing.T, dir string) []sinkKind {
 				return s
 			},
 			read: func(t *testing.T, tag string) []*codec.Event {
-				cl, err := kgo.NewClient(kgo.SeedBrokers(kc.ListenAddrs()...), kgo.ConsumeTopics("t-"+tag), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				recs, err := kafkatest.ReadAll(ctx, kc.ListenAddrs(), "t-"+tag)
 				if err != nil {
 					t.Fatal(err)
 				}
-				defer cl.Close()
 				var evs []*codec.Event
-				for {
-					ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-					fs := cl.PollFetches(ctx)
-					cancel()
-					n := 0
-					fs.EachRecord(func(r *kgo.Record) {
-						evs = append(evs, decode(t, string(r.Value)))
-						n++
-					})
-					if n == 0 {
-						return evs
-					}
+				for _, r := range recs {
+					evs = append(evs, decode(t, string(r.Value)))
 				}
+				return evs
 			},
 		},
 	}

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/kafkatest"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -140,59 +140,11 @@ func mustWrite(t testing.TB, s *Sink, b *pipeline.Batch) string {
 // read_committed consumer, in partition order.
 func readAll(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
 	t.Helper()
-	ctx := testCtx(t)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	recs, err := kafkatest.ReadAll(testCtx(t), brokers, topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListCommittedOffsets(ctx, topics...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]map[int32]kgo.Offset{}
-	left := 0
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Partition < 0 {
-			return
-		}
-		if want[o.Topic] == nil {
-			want[o.Topic] = map[int32]kgo.Offset{}
-		}
-		want[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
-		if o.Offset > 0 {
-			left++
-		}
-	})
-	cl.AddConsumePartitions(want)
-	var out []*kgo.Record
-	done := map[topicPartition]bool{}
-	for left > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatal(err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, r)
-			tp := topicPartition{r.Topic, r.Partition}
-			if end, _ := ends.Lookup(r.Topic, r.Partition); r.Offset >= end.Offset-2 && !done[tp] {
-				// The last data record is followed by the commit marker.
-				done[tp] = true
-				left--
-			}
-		})
-	}
-	slices.SortStableFunc(out, func(a, b *kgo.Record) int {
-		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
-			return c
-		}
-		if a.Partition != b.Partition {
-			return int(a.Partition - b.Partition)
-		}
-		return int(a.Offset - b.Offset)
-	})
-	return out
+	return recs
 }
 
 func header(r *kgo.Record, key string) (string, bool) {
