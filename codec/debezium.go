@@ -107,7 +107,7 @@ type TxnOrder struct {
 // dbzState is the Encoder's state for format debezium.
 type dbzState struct {
 	opts dbzOpts
-	// prefix is `"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
+	// prefix is `,"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
 	prefix []byte
 	// cache holds the last source block from "snapshot" up to "row".
 	cache struct {
@@ -124,7 +124,22 @@ type dbzState struct {
 		timesText msText
 	}
 	nowText msText
-	tables  map[*binlog.Table]*dbzTable
+	// head is the whole source block up to "row", with its leading
+	// comma (`,"source":{...,"row":`), for the last key and commit time
+	// (headKey, headNs); headOK says it is built.
+	head   []byte
+	headNs int64
+	headOK bool
+	// now holds the envelope's closing members for the last millisecond
+	// written: `,"ts_ms":MS,"ts_us":MSuuu,"ts_ns":MSnnnnnn}` and the
+	// closing braces and newline; the µs and ns digits are rewritten in
+	// place (at us and ns) for each event.
+	now struct {
+		ms     int64
+		text   []byte
+		us, ns int
+	}
+	tables map[*binlog.Table]*dbzTable
 	last    *dbzTable
 	scratch []byte
 }
@@ -132,7 +147,7 @@ type dbzState struct {
 // initDebezium prepares e for format debezium.
 func (e *Encoder) initDebezium(version string) {
 	d := &dbzState{opts: e.format.dbzOpts(), tables: map[*binlog.Table]*dbzTable{}}
-	p := append([]byte(nil), `"source":{"version":`...)
+	p := append([]byte(nil), `,"source":{"version":`...)
 	p = appendQuoted(p, "sluice-"+version)
 	p = append(p, `,"connector":"mysql","name":`...)
 	p = appendQuoted(p, e.src.Name)
@@ -207,37 +222,97 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 	d := e.dbz
 	now := e.nowNano()
 	t := d.table(e, ch.Table)
-	if d.opts.schemas {
-		dst = append(dst, `{"schema":`...)
-		dst = append(dst, t.envelope...)
-		dst = append(dst, `,"payload":`...)
-	}
-	dst = append(dst, `{"before":`...)
-	dst = d.appendRow(dst, t, before)
-	dst = append(dst, `,"after":`...)
-	dst = d.appendRow(dst, t, after)
-	dst = append(dst, ',')
-	dst = e.appendDbzSource(dst, txn, ch, snap, now)
-	dst = append(dst, `,"transaction":`...)
-	if tx == nil {
-		dst = append(dst, "null"...)
+	// The event is written in few pieces, most of them built once: the
+	// opening (with the schema half, per table), the rows, the source
+	// block up to "row" (per rows event and commit time), the members
+	// after "row" (per op), and the closing times (per millisecond).
+	if before == nil {
+		dst = append(dst, t.openNull...)
 	} else {
-		dst = append(dst, `{"id":`...)
+		dst = append(dst, t.open...)
+		dst = d.appendRow(dst, t, before)
+		dst = append(dst, `,"after":`...)
+	}
+	dst = d.appendRow(dst, t, after)
+	dst = d.appendSourceHead(dst, e, txn, ch, snap, now)
+	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
+	if tx == nil {
+		dst = append(dst, dbzOpTail(op)...)
+	} else {
+		dst = append(dst, `,"thread":null,"query":null},"transaction":{"id":`...)
 		dst = appendQuoted(dst, tx.ID)
 		dst = append(dst, `,"total_order":`...)
 		dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
 		dst = append(dst, `,"data_collection_order":`...)
 		dst = strconv.AppendInt(dst, tx.DataCollectionOrder, 10)
-		dst = append(dst, '}')
+		dst = append(dst, `},"op":"`...)
+		dst = append(dst, op, '"')
 	}
-	dst = append(dst, `,"op":"`...)
-	dst = append(dst, op, '"')
-	dst = appendTimes(dst, `,"ts_ms":`, now, &d.nowText)
-	dst = append(dst, '}')
-	if d.opts.schemas {
-		dst = append(dst, '}')
+	return d.appendClose(dst, now)
+}
+
+// dbzOpTail is what follows "row"'s value in an event without a
+// transaction block, up to the envelope's ts_ms: the end of the source
+// block, the null transaction and op.
+func dbzOpTail(op byte) string {
+	switch op {
+	case 'c':
+		return `,"thread":null,"query":null},"transaction":null,"op":"c"`
+	case 'u':
+		return `,"thread":null,"query":null},"transaction":null,"op":"u"`
+	case 'd':
+		return `,"thread":null,"query":null},"transaction":null,"op":"d"`
+	case 'r':
+		return `,"thread":null,"query":null},"transaction":null,"op":"r"`
+	case 't':
+		return `,"thread":null,"query":null},"transaction":null,"op":"t"`
 	}
-	return append(dst, '\n')
+	return `,"thread":null,"query":null},"transaction":null,"op":"` + string(rune(op)) + `"`
+}
+
+// appendClose appends the envelope's ts_ms, ts_us and ts_ns for the time
+// of writing now, its closing brace (two with schemas: the payload's and
+// the record's) and the newline.
+func (d *dbzState) appendClose(dst []byte, now int64) []byte {
+	if now < 1e6 {
+		dst = appendTimes(dst, `,"ts_ms":`, now, &d.nowText)
+		if d.opts.schemas {
+			dst = append(dst, '}')
+		}
+		return append(dst, '}', '\n')
+	}
+	c := &d.now
+	ms, sub := now/1e6, uint64(now%1e6)
+	if ms != c.ms || len(c.text) == 0 {
+		b := append(c.text[:0], `,"ts_ms":`...)
+		n := len(b)
+		b = strconv.AppendInt(b, ms, 10)
+		digits := b[n:]
+		b = append(b, `,"ts_us":`...)
+		b = append(b, digits...)
+		c.us = len(b)
+		b = append(b, "000"...)
+		b = append(b, `,"ts_ns":`...)
+		b = append(b, b[n:n+len(digits)]...)
+		c.ns = len(b)
+		b = append(b, "000000"...)
+		if d.opts.schemas {
+			b = append(b, '}')
+		}
+		c.ms, c.text = ms, append(b, '}', '\n')
+	}
+	putDigits(c.text[c.us:c.us+3], sub/1000)
+	putDigits(c.text[c.ns:c.ns+6], sub)
+	return append(dst, c.text...)
+}
+
+// putDigits writes n into b as len(b) decimal digits, zero-padded (the
+// digits above len(b) are dropped).
+func putDigits(b []byte, n uint64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
 }
 
 // appendTimes appends `<msName>ms,"ts_us":us,"ts_ns":ns` for Unix
@@ -298,7 +373,17 @@ func (e *Encoder) nowNano() int64 {
 // appendDbzSource writes the "source" member of MySQL's Debezium source
 // block.
 func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot, now int64) []byte {
-	d := e.dbz
+	n := len(dst)
+	dst = e.dbz.appendSourceHead(dst, e, txn, ch, snap, now)
+	copy(dst[n:], dst[n+1:]) // the head's leading comma
+	dst = dst[:len(dst)-1]
+	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
+	return append(dst, `,"thread":null,"query":null}`...)
+}
+
+// appendSourceHead writes `,"source":{` and the source block up to and
+// including `"row":`.
+func (d *dbzState) appendSourceHead(dst []byte, e *Encoder, txn *binlog.Txn, ch *binlog.Change, snap Snapshot, now int64) []byte {
 	var (
 		commitNs int64
 		gtid     string
@@ -313,48 +398,73 @@ func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change
 			serverID = txn.ServerID
 		}
 	}
-	if commitNs == 0 {
-		commitNs = now // Debezium: a source without a timestamp has the time of writing
-	}
-	// Debezium's order: ts_ms, snapshot, db, sequence, ts_us, ts_ns,
-	// table... The members other than the times and "row" depend on key
-	// only (rows of one event share them), the times on the commit time
-	// only (changes of one transaction share it).
+	// The members other than the times and "row" depend on key only
+	// (rows of one event share them), the times on the commit time only
+	// (changes of one transaction share it).
 	key := sourceKey{gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
-	if !d.cache.valid || d.cache.key != key {
-		b := d.cache.bytes[:0]
-		b = append(b, `,"snapshot":`...)
-		if int(snap) < len(snapshotText) {
-			b = append(b, snapshotText[snap]...)
-		} else {
-			b = append(b, `"false"`...)
+	same := d.cache.valid && d.cache.key == key
+	if commitNs == 0 {
+		// Debezium: a source without a timestamp has the time of
+		// writing, new for every event: written in pieces, not kept.
+		if !same {
+			d.buildSource(key, ch)
 		}
-		b = append(b, `,"db":`...)
-		b = appendQuoted(b, changeDB(ch))
-		b = append(b, `,"sequence":null`...)
-		d.cache.bytes = b
-		t := d.src.tail[:0]
-		t = append(t, `,"table":`...)
-		if ch.Table != nil {
-			t = appendQuoted(t, ch.Table.Name)
-		} else {
-			t = append(t, "null"...)
-		}
-		t = append(t, `,"server_id":`...)
-		t = strconv.AppendUint(t, uint64(serverID), 10)
-		t = append(t, `,"gtid":`...)
-		if gtid != "" {
-			t = appendQuoted(t, gtid)
-		} else {
-			t = append(t, "null"...)
-		}
-		t = append(t, `,"file":`...)
-		t = appendQuoted(t, ch.File)
-		t = append(t, `,"pos":`...)
-		t = strconv.AppendUint(t, uint64(ch.Pos), 10)
-		d.src.tail = append(t, `,"row":`...)
-		d.cache.key, d.cache.valid = key, true
+		return d.appendSourcePieces(dst, now)
 	}
+	if same && d.headOK && d.headNs == commitNs {
+		return append(dst, d.head...)
+	}
+	if !same {
+		d.buildSource(key, ch)
+	}
+	d.head = d.appendSourcePieces(d.head[:0], commitNs)
+	d.headNs, d.headOK = commitNs, true
+	return append(dst, d.head...)
+}
+
+// buildSource keeps the source block's members that depend on key: from
+// "snapshot" to "sequence" (cache.bytes) and from "table" to "row"
+// (src.tail).
+func (d *dbzState) buildSource(key sourceKey, ch *binlog.Change) {
+	b := d.cache.bytes[:0]
+	b = append(b, `,"snapshot":`...)
+	if int(key.snap) < len(snapshotText) {
+		b = append(b, snapshotText[key.snap]...)
+	} else {
+		b = append(b, `"false"`...)
+	}
+	b = append(b, `,"db":`...)
+	b = appendQuoted(b, changeDB(ch))
+	b = append(b, `,"sequence":null`...)
+	d.cache.bytes = b
+	t := d.src.tail[:0]
+	t = append(t, `,"table":`...)
+	if ch.Table != nil {
+		t = appendQuoted(t, ch.Table.Name)
+	} else {
+		t = append(t, "null"...)
+	}
+	t = append(t, `,"server_id":`...)
+	t = strconv.AppendUint(t, uint64(key.serverID), 10)
+	t = append(t, `,"gtid":`...)
+	if key.gtid != "" {
+		t = appendQuoted(t, key.gtid)
+	} else {
+		t = append(t, "null"...)
+	}
+	t = append(t, `,"file":`...)
+	t = appendQuoted(t, ch.File)
+	t = append(t, `,"pos":`...)
+	t = strconv.AppendUint(t, uint64(ch.Pos), 10)
+	d.src.tail = append(t, `,"row":`...)
+	d.cache.key, d.cache.valid = key, true
+	d.headOK = false
+}
+
+// appendSourcePieces writes `,"source":{` up to `"row":` from the kept
+// members and the times of commitNs (Debezium's order: ts_ms, snapshot,
+// db, sequence, ts_us, ts_ns, table...).
+func (d *dbzState) appendSourcePieces(dst []byte, commitNs int64) []byte {
 	if commitNs != d.src.commitNs || len(d.src.times) == 0 {
 		d.src.commitNs = commitNs
 		d.src.times = appendTimes(d.src.times[:0], "", commitNs, &d.src.timesText)
@@ -365,9 +475,7 @@ func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change
 	dst = append(dst, times[:ms]...)
 	dst = append(dst, d.cache.bytes...)
 	dst = append(dst, times[ms:]...)
-	dst = append(dst, d.src.tail...)
-	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
-	return append(dst, `,"thread":null,"query":null}`...)
+	return append(dst, d.src.tail...)
 }
 
 // appendDebeziumKey appends the Debezium key of ch: the key struct of
@@ -407,7 +515,11 @@ func (e *Encoder) appendDebeziumKey(dst []byte, ch *binlog.Change) []byte {
 		if n > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, t.names[i]...)
+		name := t.names[i]
+		if i > 0 {
+			name = name[1:] // its leading comma
+		}
+		dst = append(dst, name...)
 		dst = d.appendValue(dst, &tb.Columns[i], &v)
 	}
 	dst = append(dst, '}')
@@ -425,12 +537,18 @@ func (d *dbzState) appendRow(dst []byte, t *dbzTable, row binlog.Row) []byte {
 		return append(dst, "null"...)
 	}
 	cols := t.tb.Columns
+	names := t.names[:len(cols)]
 	dst = append(dst, '{')
-	for i := range cols {
-		if i > 0 {
-			dst = append(dst, ',')
+	if len(row) >= len(cols) {
+		row = row[:len(cols)]
+		for i := range row {
+			dst = append(dst, names[i]...)
+			dst = d.appendValue(dst, &cols[i], &row[i])
 		}
-		dst = append(dst, t.names[i]...)
+		return append(dst, '}')
+	}
+	for i := range cols {
+		dst = append(dst, names[i]...)
 		if i < len(row) {
 			dst = d.appendValue(dst, &cols[i], &row[i])
 		} else {
@@ -442,11 +560,17 @@ func (d *dbzState) appendRow(dst []byte, t *dbzTable, row binlog.Row) []byte {
 
 // dbzTable is what format debezium keeps per table version.
 type dbzTable struct {
-	tb    *binlog.Table
-	cols  []binlog.Column // tb.Columns when the entry was built
-	names [][]byte        // `"name":` per column
-	// envelope and keySchema are the schema halves (Schemas only).
-	envelope, keySchema []byte
+	tb   *binlog.Table
+	cols []binlog.Column // tb.Columns when the entry was built
+	// names is `"name":` per column, with a leading comma but the first.
+	names [][]byte
+	// open is the event up to the before image: `{"before":`, after
+	// `{"schema":<envelope schema>,"payload":` with schemas; openNull is
+	// open and `null,"after":` (no before image). open is a prefix of
+	// openNull's bytes.
+	open, openNull []byte
+	// keySchema is the key's schema (Schemas only).
+	keySchema []byte
 }
 
 // maxDbzTables bounds the per-table cache; past it, it starts over.
@@ -467,14 +591,25 @@ func (d *dbzState) table(e *Encoder, t *binlog.Table) *dbzTable {
 		if t != nil {
 			x.cols = t.Columns
 			for i := range t.Columns {
-				q := appendQuoted(nil, t.Columns[i].Name)
+				var q []byte
+				if i > 0 {
+					q = append(q, ',')
+				}
+				q = appendQuoted(q, t.Columns[i].Name)
 				x.names = append(x.names, append(q, ':'))
 			}
 			if d.opts.schemas {
-				x.envelope = d.appendEnvelopeSchema(nil, e.src.Name, t)
+				x.openNull = append(x.openNull, `{"schema":`...)
+				x.openNull = d.appendEnvelopeSchema(x.openNull, e.src.Name, t)
+				x.openNull = append(x.openNull, `,"payload":`...)
 				x.keySchema = d.appendKeySchema(nil, e.src.Name, t)
 			}
+		} else if d.opts.schemas {
+			x.openNull = append(x.openNull, `{"schema":,"payload":`...)
 		}
+		x.openNull = append(x.openNull, `{"before":`...)
+		x.open = x.openNull[:len(x.openNull):len(x.openNull)]
+		x.openNull = append(x.openNull, `null,"after":`...)
 		d.tables[t] = x
 	}
 	d.last = x

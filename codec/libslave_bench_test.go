@@ -3,8 +3,12 @@ package codec
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"runtime"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -190,6 +194,69 @@ func BenchmarkLibslave(b *testing.B) {
 				}
 				b.ReportMetric(float64(total)/n, "bytes/msg")
 			})
+		}
+	}
+}
+
+// TestLibslaveCost measures what BenchmarkLibslave measures in thread CPU
+// time, the formats interleaved, best of many rounds, so that the ratios
+// hold on a shared machine. It runs only with SLUICE_FORMAT_COST=1 and
+// prints ns/msg, the ratio to format sluice and bytes/msg per range and
+// format.
+func TestLibslaveCost(t *testing.T) {
+	if os.Getenv("SLUICE_FORMAT_COST") == "" {
+		t.Skip("set SLUICE_FORMAT_COST=1 to measure")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cpu := func() time.Duration {
+		var ts syscall.Timespec
+		const clockThreadCPUTime = 3 // CLOCK_THREAD_CPUTIME_ID
+		if _, _, e := syscall.Syscall(syscall.SYS_CLOCK_GETTIME, clockThreadCPUTime, uintptr(unsafe.Pointer(&ts)), 0); e != 0 {
+			t.Skipf("clock_gettime(CLOCK_THREAD_CPUTIME_ID): %v", e)
+		}
+		return time.Duration(ts.Nano())
+	}
+	ranges := []struct {
+		name   string
+		t      *binlog.Table
+		update bool
+	}{
+		{"short_insert", libShortTable, false},
+		{"long_insert", libLongTable, false},
+		{"short_update", libShortTable, true},
+		{"long_update", libLongTable, true},
+	}
+	formats := []Format{{}, {Name: FormatDebezium}, {Name: FormatDebezium, Schemas: true}}
+	names := []string{"sluice", "debezium", "debezium_schemas"}
+	const n, reps, rounds = 256, 100, 25
+	for _, r := range ranges {
+		chs := libChanges(r.t, r.update, n)
+		best := make([]time.Duration, len(formats))
+		size := make([]int, len(formats))
+		encs := make([]*Encoder, len(formats))
+		for i, f := range formats {
+			encs[i] = NewEncoder(Source{Name: "bench", ServerID: 31337, Version: "1.0.0"}, WithFormat(f))
+		}
+		buf := make([]byte, 0, 16<<10)
+		for round := 0; round < rounds; round++ {
+			for i, enc := range encs {
+				size[i] = 0
+				start := cpu()
+				for range reps {
+					for k := range chs {
+						buf = enc.AppendChange(buf[:0], libTxn, &chs[k])
+						size[i] += len(buf)
+					}
+				}
+				if d := cpu() - start; round == 0 || d < best[i] {
+					best[i] = d
+				}
+			}
+		}
+		for i := range formats {
+			ns := float64(best[i].Nanoseconds()) / (n * reps)
+			t.Logf("%-12s %-17s %7.0f ns/msg  %.2fx sluice  %6.0f bytes/msg", r.name, names[i], ns, float64(best[i])/float64(best[0]), float64(size[i])/(n*reps))
 		}
 	}
 }
