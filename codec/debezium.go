@@ -139,7 +139,7 @@ type dbzState struct {
 		text   []byte
 		us, ns int
 	}
-	tables map[*binlog.Table]*dbzTable
+	tables  map[*binlog.Table]*dbzTable
 	last    *dbzTable
 	scratch []byte
 }
