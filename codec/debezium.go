@@ -237,63 +237,57 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 	dst = d.appendSourceHead(dst, e, txn, ch, snap, now)
 	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
 	if tx == nil {
-		dst = append(dst, dbzOpTail(op)...)
-	} else {
-		dst = append(dst, `,"thread":null,"query":null},"transaction":{"id":`...)
-		dst = appendQuoted(dst, tx.ID)
-		dst = append(dst, `,"total_order":`...)
-		dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
-		dst = append(dst, `,"data_collection_order":`...)
-		dst = strconv.AppendInt(dst, tx.DataCollectionOrder, 10)
-		dst = append(dst, `},"op":"`...)
-		dst = append(dst, op, '"')
+		return d.appendClose(dst, now, op, true)
 	}
-	return d.appendClose(dst, now)
+	dst = append(dst, `,"thread":null,"query":null},"transaction":{"id":`...)
+	dst = appendQuoted(dst, tx.ID)
+	dst = append(dst, `,"total_order":`...)
+	dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
+	dst = append(dst, `,"data_collection_order":`...)
+	dst = strconv.AppendInt(dst, tx.DataCollectionOrder, 10)
+	dst = append(dst, '}')
+	return d.appendClose(dst, now, op, false)
 }
 
-// dbzOpTail is what follows "row"'s value in an event without a
-// transaction block, up to the envelope's ts_ms: the end of the source
-// block, the null transaction and op.
-func dbzOpTail(op byte) string {
-	switch op {
-	case 'c':
-		return `,"thread":null,"query":null},"transaction":null,"op":"c"`
-	case 'u':
-		return `,"thread":null,"query":null},"transaction":null,"op":"u"`
-	case 'd':
-		return `,"thread":null,"query":null},"transaction":null,"op":"d"`
-	case 'r':
-		return `,"thread":null,"query":null},"transaction":null,"op":"r"`
-	case 't':
-		return `,"thread":null,"query":null},"transaction":null,"op":"t"`
-	}
-	return `,"thread":null,"query":null},"transaction":null,"op":"` + string(rune(op)) + `"`
-}
+// dbzTxnNull is what follows "row"'s value in an event without a
+// transaction block, up to op's value.
+const dbzTxnNull = `,"thread":null,"query":null},"transaction":null`
 
-// appendClose appends the envelope's ts_ms, ts_us and ts_ns for the time
-// of writing now, its closing brace (two with schemas: the payload's and
-// the record's) and the newline.
-func (d *dbzState) appendClose(dst []byte, now int64) []byte {
+// appendClose appends the end of an event: with nullTx the end of the
+// source block and the null transaction block (dbzTxnNull); then op,
+// the envelope's ts_ms, ts_us and ts_ns for the time of writing now,
+// its closing brace (two with schemas: the payload's and the record's)
+// and the newline.
+func (d *dbzState) appendClose(dst []byte, now int64, op byte, nullTx bool) []byte {
 	if now < 1e6 {
+		if nullTx {
+			dst = append(dst, dbzTxnNull...)
+		}
+		dst = append(dst, `,"op":"`...)
+		dst = append(dst, op, '"')
 		dst = appendTimes(dst, `,"ts_ms":`, now, &d.nowText)
 		if d.opts.schemas {
 			dst = append(dst, '}')
 		}
 		return append(dst, '}', '\n')
 	}
+	// c.text is dbzTxnNull `,"op":"?","ts_ms":MS,"ts_us":MS???,"ts_ns":MS??????}\n`
+	// for the last millisecond; op and the digits of µs and ns are
+	// written in place.
 	c := &d.now
 	ms, sub := now/1e6, uint64(now%1e6)
 	if ms != c.ms || len(c.text) == 0 {
-		b := append(c.text[:0], `,"ts_ms":`...)
+		b := append(c.text[:0], dbzTxnNull...)
+		b = append(b, `,"op":"?","ts_ms":`...)
 		n := len(b)
 		b = strconv.AppendInt(b, ms, 10)
-		digits := b[n:]
+		digits := len(b) - n
 		b = append(b, `,"ts_us":`...)
-		b = append(b, digits...)
+		b = append(b, b[n:n+digits]...)
 		c.us = len(b)
 		b = append(b, "000"...)
 		b = append(b, `,"ts_ns":`...)
-		b = append(b, b[n:n+len(digits)]...)
+		b = append(b, b[n:n+digits]...)
 		c.ns = len(b)
 		b = append(b, "000000"...)
 		if d.opts.schemas {
@@ -301,18 +295,34 @@ func (d *dbzState) appendClose(dst []byte, now int64) []byte {
 		}
 		c.ms, c.text = ms, append(b, '}', '\n')
 	}
-	putDigits(c.text[c.us:c.us+3], sub/1000)
-	putDigits(c.text[c.ns:c.ns+6], sub)
-	return append(dst, c.text...)
+	const opAt = len(dbzTxnNull + `,"op":"`)
+	c.text[opAt] = op
+	put3(c.text[c.us:c.us+3], sub/1000)
+	put6(c.text[c.ns:c.ns+6], sub)
+	if nullTx {
+		return append(dst, c.text...)
+	}
+	return append(dst, c.text[len(dbzTxnNull):]...)
 }
 
-// putDigits writes n into b as len(b) decimal digits, zero-padded (the
-// digits above len(b) are dropped).
-func putDigits(b []byte, n uint64) {
-	for i := len(b) - 1; i >= 0; i-- {
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
+// digitPairs holds the two decimal digits of 0..99.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// put3 writes n < 1000 into b[:3] as three digits.
+func put3(b []byte, n uint64) {
+	_ = b[2]
+	b[0] = byte('0' + n/100%10)
+	p := (n % 100) * 2
+	b[1], b[2] = digitPairs[p], digitPairs[p+1]
+}
+
+// put6 writes n < 1e6 into b[:6] as six digits.
+func put6(b []byte, n uint64) {
+	_ = b[5]
+	hi, mid, lo := (n/10000%100)*2, (n/100%100)*2, (n%100)*2
+	b[0], b[1] = digitPairs[hi], digitPairs[hi+1]
+	b[2], b[3] = digitPairs[mid], digitPairs[mid+1]
+	b[4], b[5] = digitPairs[lo], digitPairs[lo+1]
 }
 
 // appendTimes appends `<msName>ms,"ts_us":us,"ts_ns":ns` for Unix
@@ -401,8 +411,13 @@ func (d *dbzState) appendSourceHead(dst []byte, e *Encoder, txn *binlog.Txn, ch 
 	// The members other than the times and "row" depend on key only
 	// (rows of one event share them), the times on the commit time only
 	// (changes of one transaction share it).
-	key := sourceKey{gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
-	same := d.cache.valid && d.cache.key == key
+	k := &d.cache.key
+	same := d.cache.valid && k.pos == ch.Pos && k.table == ch.Table && k.snap == snap && k.serverID == serverID &&
+		k.file == ch.File && k.gtid == gtid && k.schema == ch.Schema
+	var key sourceKey
+	if !same {
+		key = sourceKey{gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
+	}
 	if commitNs == 0 {
 		// Debezium: a source without a timestamp has the time of
 		// writing, new for every event: written in pieces, not kept.
