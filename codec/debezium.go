@@ -109,7 +109,8 @@ type dbzState struct {
 	opts dbzOpts
 	// prefix is `,"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
 	prefix []byte
-	// cache holds the last source block from "snapshot" up to "row".
+	// cache holds the last source block from "snapshot" up to
+	// "sequence", and the key it was built for.
 	cache struct {
 		key   sourceKey
 		valid bool
@@ -125,15 +126,14 @@ type dbzState struct {
 	}
 	nowText msText
 	// head is the whole source block up to "row", with its leading
-	// comma (`,"source":{...,"row":`), for the last key and commit time
-	// (headKey, headNs); headOK says it is built.
+	// comma (`,"source":{...,"row":`), for cache.key and the commit time
+	// headNs; headOK says it is built.
 	head   []byte
 	headNs int64
 	headOK bool
-	// now holds the envelope's closing members for the last millisecond
-	// written: `,"ts_ms":MS,"ts_us":MSuuu,"ts_ns":MSnnnnnn}` and the
-	// closing braces and newline; the µs and ns digits are rewritten in
-	// place (at us and ns) for each event.
+	// now holds the end of an event for the last millisecond written
+	// (see appendClose); op and the µs and ns digits (at us and ns) are
+	// rewritten in place for each event.
 	now struct {
 		ms     int64
 		text   []byte
