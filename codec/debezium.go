@@ -107,9 +107,10 @@ type TxnOrder struct {
 // dbzState is the Encoder's state for format debezium.
 type dbzState struct {
 	opts dbzOpts
-	// prefix is `"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
+	// prefix is `,"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
 	prefix []byte
-	// cache holds the last source block from "snapshot" up to "row".
+	// cache holds the last source block from "snapshot" up to
+	// "sequence", and the key it was built for.
 	cache struct {
 		key   sourceKey
 		valid bool
@@ -124,6 +125,20 @@ type dbzState struct {
 		timesText msText
 	}
 	nowText msText
+	// head is the whole source block up to "row", with its leading
+	// comma (`,"source":{...,"row":`), for cache.key and the commit time
+	// headNs; headOK says it is built.
+	head   []byte
+	headNs int64
+	headOK bool
+	// now holds the end of an event for the last millisecond written
+	// (see appendClose); op and the µs and ns digits (at us and ns) are
+	// rewritten in place for each event.
+	now struct {
+		ms     int64
+		text   []byte
+		us, ns int
+	}
 	tables  map[*binlog.Table]*dbzTable
 	last    *dbzTable
 	scratch []byte
@@ -132,7 +147,7 @@ type dbzState struct {
 // initDebezium prepares e for format debezium.
 func (e *Encoder) initDebezium(version string) {
 	d := &dbzState{opts: e.format.dbzOpts(), tables: map[*binlog.Table]*dbzTable{}}
-	p := append([]byte(nil), `"source":{"version":`...)
+	p := append([]byte(nil), `,"source":{"version":`...)
 	p = appendQuoted(p, "sluice-"+version)
 	p = append(p, `,"connector":"mysql","name":`...)
 	p = appendQuoted(p, e.src.Name)
@@ -207,37 +222,107 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 	d := e.dbz
 	now := e.nowNano()
 	t := d.table(e, ch.Table)
-	if d.opts.schemas {
-		dst = append(dst, `{"schema":`...)
-		dst = append(dst, t.envelope...)
-		dst = append(dst, `,"payload":`...)
-	}
-	dst = append(dst, `{"before":`...)
-	dst = d.appendRow(dst, t, before)
-	dst = append(dst, `,"after":`...)
-	dst = d.appendRow(dst, t, after)
-	dst = append(dst, ',')
-	dst = e.appendDbzSource(dst, txn, ch, snap, now)
-	dst = append(dst, `,"transaction":`...)
-	if tx == nil {
-		dst = append(dst, "null"...)
+	// The event is written in few pieces, most of them built once: the
+	// opening (with the schema half, per table), the rows, the source
+	// block up to "row" (per rows event and commit time), the members
+	// after "row" (per op), and the closing times (per millisecond).
+	if before == nil {
+		dst = append(dst, t.openNull...)
 	} else {
-		dst = append(dst, `{"id":`...)
-		dst = appendQuoted(dst, tx.ID)
-		dst = append(dst, `,"total_order":`...)
-		dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
-		dst = append(dst, `,"data_collection_order":`...)
-		dst = strconv.AppendInt(dst, tx.DataCollectionOrder, 10)
-		dst = append(dst, '}')
+		dst = append(dst, t.open...)
+		dst = d.appendRow(dst, t, before)
+		dst = append(dst, `,"after":`...)
 	}
-	dst = append(dst, `,"op":"`...)
-	dst = append(dst, op, '"')
-	dst = appendTimes(dst, `,"ts_ms":`, now, &d.nowText)
+	dst = d.appendRow(dst, t, after)
+	dst = d.appendSourceHead(dst, e, txn, ch, snap, now)
+	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
+	if tx == nil {
+		return d.appendClose(dst, now, op, true)
+	}
+	dst = append(dst, `,"thread":null,"query":null},"transaction":{"id":`...)
+	dst = appendQuoted(dst, tx.ID)
+	dst = append(dst, `,"total_order":`...)
+	dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
+	dst = append(dst, `,"data_collection_order":`...)
+	dst = strconv.AppendInt(dst, tx.DataCollectionOrder, 10)
 	dst = append(dst, '}')
-	if d.opts.schemas {
-		dst = append(dst, '}')
+	return d.appendClose(dst, now, op, false)
+}
+
+// dbzTxnNull is what follows "row"'s value in an event without a
+// transaction block, up to op's value.
+const dbzTxnNull = `,"thread":null,"query":null},"transaction":null`
+
+// appendClose appends the end of an event: with nullTx the end of the
+// source block and the null transaction block (dbzTxnNull); then op,
+// the envelope's ts_ms, ts_us and ts_ns for the time of writing now,
+// its closing brace (two with schemas: the payload's and the record's)
+// and the newline.
+func (d *dbzState) appendClose(dst []byte, now int64, op byte, nullTx bool) []byte {
+	if now < 1e6 {
+		if nullTx {
+			dst = append(dst, dbzTxnNull...)
+		}
+		dst = append(dst, `,"op":"`...)
+		dst = append(dst, op, '"')
+		dst = appendTimes(dst, `,"ts_ms":`, now, &d.nowText)
+		if d.opts.schemas {
+			dst = append(dst, '}')
+		}
+		return append(dst, '}', '\n')
 	}
-	return append(dst, '\n')
+	// c.text is dbzTxnNull `,"op":"?","ts_ms":MS,"ts_us":MS???,"ts_ns":MS??????}\n`
+	// for the last millisecond; op and the digits of µs and ns are
+	// written in place.
+	c := &d.now
+	ms, sub := now/1e6, uint64(now%1e6)
+	if ms != c.ms || len(c.text) == 0 {
+		b := append(c.text[:0], dbzTxnNull...)
+		b = append(b, `,"op":"?","ts_ms":`...)
+		n := len(b)
+		b = strconv.AppendInt(b, ms, 10)
+		digits := len(b) - n
+		b = append(b, `,"ts_us":`...)
+		b = append(b, b[n:n+digits]...)
+		c.us = len(b)
+		b = append(b, "000"...)
+		b = append(b, `,"ts_ns":`...)
+		b = append(b, b[n:n+digits]...)
+		c.ns = len(b)
+		b = append(b, "000000"...)
+		if d.opts.schemas {
+			b = append(b, '}')
+		}
+		c.ms, c.text = ms, append(b, '}', '\n')
+	}
+	const opAt = len(dbzTxnNull + `,"op":"`)
+	c.text[opAt] = op
+	put3(c.text[c.us:c.us+3], sub/1000)
+	put6(c.text[c.ns:c.ns+6], sub)
+	if nullTx {
+		return append(dst, c.text...)
+	}
+	return append(dst, c.text[len(dbzTxnNull):]...)
+}
+
+// digitPairs holds the two decimal digits of 0..99.
+const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
+// put3 writes n < 1000 into b[:3] as three digits.
+func put3(b []byte, n uint64) {
+	_ = b[2]
+	b[0] = byte('0' + n/100%10)
+	p := (n % 100) * 2
+	b[1], b[2] = digitPairs[p], digitPairs[p+1]
+}
+
+// put6 writes n < 1e6 into b[:6] as six digits.
+func put6(b []byte, n uint64) {
+	_ = b[5]
+	hi, mid, lo := (n/10000%100)*2, (n/100%100)*2, (n%100)*2
+	b[0], b[1] = digitPairs[hi], digitPairs[hi+1]
+	b[2], b[3] = digitPairs[mid], digitPairs[mid+1]
+	b[4], b[5] = digitPairs[lo], digitPairs[lo+1]
 }
 
 // appendTimes appends `<msName>ms,"ts_us":us,"ts_ns":ns` for Unix
@@ -298,7 +383,17 @@ func (e *Encoder) nowNano() int64 {
 // appendDbzSource writes the "source" member of MySQL's Debezium source
 // block.
 func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot, now int64) []byte {
-	d := e.dbz
+	n := len(dst)
+	dst = e.dbz.appendSourceHead(dst, e, txn, ch, snap, now)
+	copy(dst[n:], dst[n+1:]) // the head's leading comma
+	dst = dst[:len(dst)-1]
+	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
+	return append(dst, `,"thread":null,"query":null}`...)
+}
+
+// appendSourceHead writes `,"source":{` and the source block up to and
+// including `"row":`.
+func (d *dbzState) appendSourceHead(dst []byte, e *Encoder, txn *binlog.Txn, ch *binlog.Change, snap Snapshot, now int64) []byte {
 	var (
 		commitNs int64
 		gtid     string
@@ -313,48 +408,78 @@ func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change
 			serverID = txn.ServerID
 		}
 	}
+	// The members other than the times and "row" depend on key only
+	// (rows of one event share them), the times on the commit time only
+	// (changes of one transaction share it).
+	k := &d.cache.key
+	same := d.cache.valid && k.pos == ch.Pos && k.table == ch.Table && k.snap == snap && k.serverID == serverID &&
+		k.file == ch.File && k.gtid == gtid && k.schema == ch.Schema
+	var key sourceKey
+	if !same {
+		key = sourceKey{gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
+	}
 	if commitNs == 0 {
-		commitNs = now // Debezium: a source without a timestamp has the time of writing
+		// Debezium: a source without a timestamp has the time of
+		// writing, new for every event: written in pieces, not kept.
+		if !same {
+			d.buildSource(key, ch)
+		}
+		return d.appendSourcePieces(dst, now)
 	}
-	// Debezium's order: ts_ms, snapshot, db, sequence, ts_us, ts_ns,
-	// table... The members other than the times and "row" depend on key
-	// only (rows of one event share them), the times on the commit time
-	// only (changes of one transaction share it).
-	key := sourceKey{gtid: gtid, serverID: serverID, table: ch.Table, schema: ch.Schema, file: ch.File, pos: ch.Pos, snap: snap}
-	if !d.cache.valid || d.cache.key != key {
-		b := d.cache.bytes[:0]
-		b = append(b, `,"snapshot":`...)
-		if int(snap) < len(snapshotText) {
-			b = append(b, snapshotText[snap]...)
-		} else {
-			b = append(b, `"false"`...)
-		}
-		b = append(b, `,"db":`...)
-		b = appendQuoted(b, changeDB(ch))
-		b = append(b, `,"sequence":null`...)
-		d.cache.bytes = b
-		t := d.src.tail[:0]
-		t = append(t, `,"table":`...)
-		if ch.Table != nil {
-			t = appendQuoted(t, ch.Table.Name)
-		} else {
-			t = append(t, "null"...)
-		}
-		t = append(t, `,"server_id":`...)
-		t = strconv.AppendUint(t, uint64(serverID), 10)
-		t = append(t, `,"gtid":`...)
-		if gtid != "" {
-			t = appendQuoted(t, gtid)
-		} else {
-			t = append(t, "null"...)
-		}
-		t = append(t, `,"file":`...)
-		t = appendQuoted(t, ch.File)
-		t = append(t, `,"pos":`...)
-		t = strconv.AppendUint(t, uint64(ch.Pos), 10)
-		d.src.tail = append(t, `,"row":`...)
-		d.cache.key, d.cache.valid = key, true
+	if same && d.headOK && d.headNs == commitNs {
+		return append(dst, d.head...)
 	}
+	if !same {
+		d.buildSource(key, ch)
+	}
+	d.head = d.appendSourcePieces(d.head[:0], commitNs)
+	d.headNs, d.headOK = commitNs, true
+	return append(dst, d.head...)
+}
+
+// buildSource keeps the source block's members that depend on key: from
+// "snapshot" to "sequence" (cache.bytes) and from "table" to "row"
+// (src.tail).
+func (d *dbzState) buildSource(key sourceKey, ch *binlog.Change) {
+	b := d.cache.bytes[:0]
+	b = append(b, `,"snapshot":`...)
+	if int(key.snap) < len(snapshotText) {
+		b = append(b, snapshotText[key.snap]...)
+	} else {
+		b = append(b, `"false"`...)
+	}
+	b = append(b, `,"db":`...)
+	b = appendQuoted(b, changeDB(ch))
+	b = append(b, `,"sequence":null`...)
+	d.cache.bytes = b
+	t := d.src.tail[:0]
+	t = append(t, `,"table":`...)
+	if ch.Table != nil {
+		t = appendQuoted(t, ch.Table.Name)
+	} else {
+		t = append(t, "null"...)
+	}
+	t = append(t, `,"server_id":`...)
+	t = strconv.AppendUint(t, uint64(key.serverID), 10)
+	t = append(t, `,"gtid":`...)
+	if key.gtid != "" {
+		t = appendQuoted(t, key.gtid)
+	} else {
+		t = append(t, "null"...)
+	}
+	t = append(t, `,"file":`...)
+	t = appendQuoted(t, ch.File)
+	t = append(t, `,"pos":`...)
+	t = strconv.AppendUint(t, uint64(ch.Pos), 10)
+	d.src.tail = append(t, `,"row":`...)
+	d.cache.key, d.cache.valid = key, true
+	d.headOK = false
+}
+
+// appendSourcePieces writes `,"source":{` up to `"row":` from the kept
+// members and the times of commitNs (Debezium's order: ts_ms, snapshot,
+// db, sequence, ts_us, ts_ns, table...).
+func (d *dbzState) appendSourcePieces(dst []byte, commitNs int64) []byte {
 	if commitNs != d.src.commitNs || len(d.src.times) == 0 {
 		d.src.commitNs = commitNs
 		d.src.times = appendTimes(d.src.times[:0], "", commitNs, &d.src.timesText)
@@ -365,9 +490,7 @@ func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change
 	dst = append(dst, times[:ms]...)
 	dst = append(dst, d.cache.bytes...)
 	dst = append(dst, times[ms:]...)
-	dst = append(dst, d.src.tail...)
-	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
-	return append(dst, `,"thread":null,"query":null}`...)
+	return append(dst, d.src.tail...)
 }
 
 // appendDebeziumKey appends the Debezium key of ch: the key struct of
@@ -407,7 +530,11 @@ func (e *Encoder) appendDebeziumKey(dst []byte, ch *binlog.Change) []byte {
 		if n > 0 {
 			dst = append(dst, ',')
 		}
-		dst = append(dst, t.names[i]...)
+		name := t.names[i]
+		if i > 0 {
+			name = name[1:] // its leading comma
+		}
+		dst = append(dst, name...)
 		dst = d.appendValue(dst, &tb.Columns[i], &v)
 	}
 	dst = append(dst, '}')
@@ -425,12 +552,18 @@ func (d *dbzState) appendRow(dst []byte, t *dbzTable, row binlog.Row) []byte {
 		return append(dst, "null"...)
 	}
 	cols := t.tb.Columns
+	names := t.names[:len(cols)]
 	dst = append(dst, '{')
-	for i := range cols {
-		if i > 0 {
-			dst = append(dst, ',')
+	if len(row) >= len(cols) {
+		row = row[:len(cols)]
+		for i := range row {
+			dst = append(dst, names[i]...)
+			dst = d.appendValue(dst, &cols[i], &row[i])
 		}
-		dst = append(dst, t.names[i]...)
+		return append(dst, '}')
+	}
+	for i := range cols {
+		dst = append(dst, names[i]...)
 		if i < len(row) {
 			dst = d.appendValue(dst, &cols[i], &row[i])
 		} else {
@@ -442,11 +575,17 @@ func (d *dbzState) appendRow(dst []byte, t *dbzTable, row binlog.Row) []byte {
 
 // dbzTable is what format debezium keeps per table version.
 type dbzTable struct {
-	tb    *binlog.Table
-	cols  []binlog.Column // tb.Columns when the entry was built
-	names [][]byte        // `"name":` per column
-	// envelope and keySchema are the schema halves (Schemas only).
-	envelope, keySchema []byte
+	tb   *binlog.Table
+	cols []binlog.Column // tb.Columns when the entry was built
+	// names is `"name":` per column, with a leading comma but the first.
+	names [][]byte
+	// open is the event up to the before image: `{"before":`, after
+	// `{"schema":<envelope schema>,"payload":` with schemas; openNull is
+	// open and `null,"after":` (no before image). open is a prefix of
+	// openNull's bytes.
+	open, openNull []byte
+	// keySchema is the key's schema (Schemas only).
+	keySchema []byte
 }
 
 // maxDbzTables bounds the per-table cache; past it, it starts over.
@@ -467,14 +606,25 @@ func (d *dbzState) table(e *Encoder, t *binlog.Table) *dbzTable {
 		if t != nil {
 			x.cols = t.Columns
 			for i := range t.Columns {
-				q := appendQuoted(nil, t.Columns[i].Name)
+				var q []byte
+				if i > 0 {
+					q = append(q, ',')
+				}
+				q = appendQuoted(q, t.Columns[i].Name)
 				x.names = append(x.names, append(q, ':'))
 			}
 			if d.opts.schemas {
-				x.envelope = d.appendEnvelopeSchema(nil, e.src.Name, t)
+				x.openNull = append(x.openNull, `{"schema":`...)
+				x.openNull = d.appendEnvelopeSchema(x.openNull, e.src.Name, t)
+				x.openNull = append(x.openNull, `,"payload":`...)
 				x.keySchema = d.appendKeySchema(nil, e.src.Name, t)
 			}
+		} else if d.opts.schemas {
+			x.openNull = append(x.openNull, `{"schema":,"payload":`...)
 		}
+		x.openNull = append(x.openNull, `{"before":`...)
+		x.open = x.openNull[:len(x.openNull):len(x.openNull)]
+		x.openNull = append(x.openNull, `null,"after":`...)
 		d.tables[t] = x
 	}
 	d.last = x

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/config"
 	"github.com/sluice-cdc/sluice/internal/bench"
 	"github.com/sluice-cdc/sluice/internal/testenv"
@@ -62,13 +63,13 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 // netSinkKinds are the networked sinks of the pipeline benchmark.
 func netSinkKinds() []bench.SinkKind {
 	return []bench.SinkKind{{
-		Name: "kafka",
-		New: func(ctx context.Context, dir string) (pipeline.Sink, func(), error) {
+		Name: "kafka", Formats: true,
+		New: func(ctx context.Context, dir string, f codec.Format) (pipeline.Sink, func(), error) {
 			c, err := kfake.NewCluster(kfake.NumBrokers(1))
 			if err != nil {
 				return nil, nil, err
 			}
-			s, err := kafkasink.New(kafkasink.Config{Name: "kafka", Brokers: c.ListenAddrs()}, "bench", slog.Default())
+			s, err := kafkasink.New(kafkasink.Config{Name: "kafka", Brokers: c.ListenAddrs(), Format: f}, "bench", slog.Default())
 			if err != nil {
 				c.Close()
 				return nil, nil, err
@@ -77,7 +78,7 @@ func netSinkKinds() []bench.SinkKind {
 		},
 	}, {
 		Name: "redis",
-		New: func(ctx context.Context, dir string) (pipeline.Sink, func(), error) {
+		New: func(ctx context.Context, dir string, _ codec.Format) (pipeline.Sink, func(), error) {
 			srv, err := testenv.StartRedisServer(ctx, dir)
 			if err != nil {
 				return nil, nil, err

@@ -67,7 +67,7 @@ type printer struct {
 	w     *bufio.Writer
 	enc   *codec.Encoder
 	none  bool
-	buf   []byte
+	last  int // bytes of the last event written
 	rows  int64
 	txns  int64
 	bytes int64
@@ -106,18 +106,28 @@ func (p *printer) txn(t *binlog.Txn) error {
 		if p.none {
 			continue
 		}
+		// Encoded straight into the writer's free space (Write then
+		// copies nothing), flushed first when the last event's size
+		// might not fit.
+		if p.w.Available() < 2*p.last+4096 && p.w.Buffered() > 0 {
+			if err := p.w.Flush(); err != nil {
+				return fmt.Errorf("writing output: %w", err)
+			}
+		}
+		b := p.w.AvailableBuffer()
 		if t.SnapshotLast && i == len(t.Changes)-1 {
-			p.buf = p.enc.AppendSnapshotChange(p.buf[:0], t, ch, codec.SnapshotLast)
+			b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotLast)
 		} else if t.Snapshot && ch.Op == binlog.OpDDL {
 			// The TRUNCATE before a table without a key read whole.
-			p.buf = p.enc.AppendSnapshotChange(p.buf[:0], t, ch, codec.SnapshotTrue)
+			b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotTrue)
 		} else {
-			p.buf = p.enc.AppendChange(p.buf[:0], t, ch)
+			b = p.enc.AppendChange(b, t, ch)
 		}
-		if _, err := p.w.Write(p.buf); err != nil {
+		if _, err := p.w.Write(b); err != nil {
 			return fmt.Errorf("writing output: %w", err)
 		}
-		p.out += int64(len(p.buf))
+		p.last = len(b)
+		p.out += int64(len(b))
 	}
 	if p.first.IsZero() && rows > 0 {
 		// Rows, as p.rows counts them (DDL is not a row): the steady rate

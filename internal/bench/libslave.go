@@ -219,6 +219,10 @@ type Result struct {
 	// OutBytes is what a format mode wrote (its messages, newlines
 	// included).
 	OutBytes int64
+	// CPUSeconds is the child's user and system CPU time (the least of
+	// the runs): on a shared machine it compares the formats better than
+	// wall time.
+	CPUSeconds float64
 }
 
 // RowsPerSec is the steady decoding rate.
@@ -239,6 +243,7 @@ func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) 
 	for _, rg := range ranges {
 		for _, mode := range modes {
 			var best Result
+			cpu := 0.0
 			for i := 0; i < max(opts.Runs, 1); i++ {
 				res, err := runChild(ctx, opts, db, rg, mode)
 				if err != nil {
@@ -247,7 +252,11 @@ func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) 
 				if best.Seconds == 0 || res.RowsPerSec() > best.RowsPerSec() {
 					best = res
 				}
+				if i == 0 || res.CPUSeconds < cpu {
+					cpu = res.CPUSeconds
+				}
 			}
+			best.CPUSeconds = cpu
 			fmt.Fprintf(opts.Log, "%-13s %-9s %9d rows %8.3fs (steady %.3fs) %12.0f rows/s  max RSS %4d MiB\n", rg.Name, mode, best.Rows, best.Seconds, best.SteadySeconds, best.RowsPerSec(), best.MaxRSS>>20)
 			results = append(results, best)
 		}
@@ -304,6 +313,7 @@ func runChild(ctx context.Context, opts Options, db *testenv.Server, rg Range, m
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		res.MaxRSS = ru.Maxrss * 1024
+		res.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	if mode == "raw" {
 		res.Rows = rg.Rows // the floor decodes no rows: rows/s is the range's rows over the transfer time
@@ -344,11 +354,24 @@ func Report(w io.Writer, results []Result) {
 
 	// The formats: JSON rows/s and bytes per row, each format beside
 	// sluice's own (the budget: debezium without schemas within
-	// 10% of it, with schemas within 40%).
+	// 10% of it, with schemas within 40%), and the CPU time of the tail
+	// process per row with its ratio to sluice's (above 1: costs more).
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| range\t sluice JSON rows/s\t B/row\t debezium rows/s\t B/row\t vs sluice\t debezium+schemas rows/s\t B/row\t vs sluice\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	fmt.Fprintln(tw, "| range\t sluice JSON rows/s\t B/row\t CPU ns/row\t debezium rows/s\t B/row\t vs sluice\t CPU ns/row\t CPU vs sluice\t debezium+schemas rows/s\t B/row\t vs sluice\t CPU ns/row\t CPU vs sluice\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	cpuRow := func(r Result) string {
+		if r.Rows == 0 || r.CPUSeconds == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", r.CPUSeconds*1e9/float64(r.Rows))
+	}
+	cpuRatio := func(a, b Result) string {
+		if a.CPUSeconds == 0 || b.CPUSeconds == 0 || a.Rows == 0 || b.Rows == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", (a.CPUSeconds/float64(a.Rows))/(b.CPUSeconds/float64(b.Rows)))
+	}
 	perRow := func(r Result) string {
 		if r.Rows == 0 || r.OutBytes == 0 {
 			return "-"
@@ -361,8 +384,8 @@ func Report(w io.Writer, results []Result) {
 		if sj.Rows == 0 && dz.Rows == 0 && ds.Rows == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "| %s\t %.0f\t %s\t %.0f\t %s\t %s\t %.0f\t %s\t %s\t\n", name, sj.RowsPerSec(), perRow(sj),
-			dz.RowsPerSec(), perRow(dz), ratio(dz, sj), ds.RowsPerSec(), perRow(ds), ratio(ds, sj))
+		fmt.Fprintf(tw, "| %s\t %.0f\t %s\t %s\t %.0f\t %s\t %s\t %s\t %s\t %.0f\t %s\t %s\t %s\t %s\t\n", name, sj.RowsPerSec(), perRow(sj), cpuRow(sj),
+			dz.RowsPerSec(), perRow(dz), ratio(dz, sj), cpuRow(dz), cpuRatio(dz, sj), ds.RowsPerSec(), perRow(ds), ratio(ds, sj), cpuRow(ds), cpuRatio(ds, sj))
 	}
 	tw.Flush()
 }

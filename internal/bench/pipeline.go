@@ -7,29 +7,65 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
-// SinkKind makes a fresh sink of one kind for a measurement; cleanup
-// releases what it started.
+// SinkKind makes a fresh sink of one kind for a measurement, writing
+// format f; cleanup releases what it started. Formats says the kind
+// writes formats other than sluice's.
 type SinkKind struct {
-	Name string
-	New  func(ctx context.Context, dir string) (s pipeline.Sink, cleanup func(), err error)
+	Name    string
+	Formats bool
+	New     func(ctx context.Context, dir string, f codec.Format) (s pipeline.Sink, cleanup func(), err error)
+}
+
+// OutputFormat is a sink format the pipeline benchmark measures, by the
+// name the libslave benchmark's modes give it.
+type OutputFormat struct {
+	Name   string
+	Format codec.Format
+}
+
+// OutputFormats are the formats the pipeline benchmark knows.
+var OutputFormats = []OutputFormat{
+	{"sluice", codec.Format{Name: codec.FormatSluice}},
+	{"debezium", codec.Format{Name: codec.FormatDebezium}},
+	{"debezium-schemas", codec.Format{Name: codec.FormatDebezium, Schemas: true}},
+}
+
+// ParseOutputFormats looks up --format values.
+func ParseOutputFormats(names []string) ([]OutputFormat, error) {
+	var out []OutputFormat
+	for _, n := range names {
+		n = strings.ToLower(strings.TrimSpace(n))
+		i := slices.IndexFunc(OutputFormats, func(f OutputFormat) bool { return f.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("--format: %q is not a format; use sluice, debezium or debezium-schemas (debezium with schemas: true), or several separated by commas", n)
+		}
+		out = append(out, OutputFormats[i])
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--format: name at least one of sluice, debezium, debezium-schemas")
+	}
+	return out, nil
 }
 
 // PipelineResult is one end-to-end measurement: a binlog range through
-// `sluice run`'s pipeline (decode, Debezium JSON, sink, checkpoint).
+// `sluice run`'s pipeline (decode, encode in the sink's format, sink,
+// checkpoint). Bytes counts the encoded values and keys.
 type PipelineResult struct {
-	Range, Sink string
-	Messages    int64
-	Seconds     float64
+	Range, Sink, Format string
+	Messages, Bytes     int64
+	Seconds             float64
 }
 
 // MsgsPerSec is the end-to-end rate.
@@ -50,16 +86,16 @@ func sourceConfig(db *testenv.Server) (binlog.Config, error) {
 }
 
 // PipelineThroughput runs the pipeline over rg into a new sink of kind k
-// and times it from start until the last message is durable and
-// checkpointed.
-func PipelineThroughput(ctx context.Context, db *testenv.Server, rg Range, k SinkKind) (PipelineResult, error) {
-	res := PipelineResult{Range: rg.Name, Sink: k.Name}
+// writing format f and times it from start until the last message is
+// durable and checkpointed.
+func PipelineThroughput(ctx context.Context, db *testenv.Server, rg Range, k SinkKind, f OutputFormat) (PipelineResult, error) {
+	res := PipelineResult{Range: rg.Name, Sink: k.Name, Format: f.Name}
 	dir, err := os.MkdirTemp("", "sluice-bench-pipeline-")
 	if err != nil {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	sink, cleanup, err := k.New(ctx, dir)
+	sink, cleanup, err := k.New(ctx, dir, f.Format)
 	if err != nil {
 		return res, err
 	}
@@ -83,7 +119,8 @@ func PipelineThroughput(ctx context.Context, db *testenv.Server, rg Range, k Sin
 		return res, err
 	}
 	res.Seconds = time.Since(start).Seconds()
-	res.Messages = int64(p.Counters().Messages)
+	c := p.Counters()
+	res.Messages, res.Bytes = int64(c.Messages), int64(c.Bytes)
 	if res.Messages != rg.Rows {
 		return res, fmt.Errorf("%s into %s: %d messages for %d rows", rg.Name, k.Name, res.Messages, rg.Rows)
 	}
@@ -92,7 +129,7 @@ func PipelineThroughput(ctx context.Context, db *testenv.Server, rg Range, k Sin
 
 // LatencyResult is the commit-to-sink latency under a steady load.
 type LatencyResult struct {
-	Sink          string
+	Sink, Format  string
 	TxnsPerSec    float64 // achieved write rate
 	Samples       int
 	P50, P99, Max time.Duration
@@ -126,10 +163,11 @@ func (l *latencySink) Write(ctx context.Context, b *pipeline.Batch) (string, err
 }
 
 // PipelineLatency writes txnsPerSec single-row transactions for d while the
-// pipeline delivers them to a sink of kind k, and reports percentiles of
-// the time from the row's commit to its being durable in the sink.
-func PipelineLatency(ctx context.Context, db *testenv.Server, k SinkKind, txnsPerSec int, d time.Duration) (LatencyResult, error) {
-	res := LatencyResult{Sink: k.Name}
+// pipeline delivers them to a sink of kind k writing format f, and reports
+// percentiles of the time from the row's commit to its being durable in
+// the sink.
+func PipelineLatency(ctx context.Context, db *testenv.Server, k SinkKind, f OutputFormat, txnsPerSec int, d time.Duration) (LatencyResult, error) {
+	res := LatencyResult{Sink: k.Name, Format: f.Name}
 	if err := db.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench.lat (id BIGINT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) NOT NULL DEFAULT NOW(6), pad VARCHAR(64) NOT NULL DEFAULT 'steady-load')"); err != nil {
 		return res, err
 	}
@@ -138,7 +176,7 @@ func PipelineLatency(ctx context.Context, db *testenv.Server, k SinkKind, txnsPe
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	inner, cleanup, err := k.New(ctx, dir)
+	inner, cleanup, err := k.New(ctx, dir, f.Format)
 	if err != nil {
 		return res, err
 	}
@@ -220,12 +258,24 @@ func PipelineLatency(ctx context.Context, db *testenv.Server, k SinkKind, txnsPe
 }
 
 // ReportPipeline prints the throughput and latency tables in Markdown.
+// "vs sluice" is a result's msg/s divided by that of format sluice on the
+// same range and sink (when measured).
 func ReportPipeline(w io.Writer, tp []PipelineResult, lat []LatencyResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| range\t sink\t messages\t seconds\t msg/s\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t")
+	fmt.Fprintln(tw, "| range\t sink\t format\t messages\t seconds\t msg/s\t B/msg\t vs sluice\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t")
 	for _, r := range tp {
-		fmt.Fprintf(tw, "| %s\t %s\t %d\t %.2f\t %.0f\t\n", r.Range, r.Sink, r.Messages, r.Seconds, r.MsgsPerSec())
+		vs := "-"
+		for _, b := range tp {
+			if b.Range == r.Range && b.Sink == r.Sink && b.Format == "sluice" && b.MsgsPerSec() > 0 {
+				vs = fmt.Sprintf("%.2f×", r.MsgsPerSec()/b.MsgsPerSec())
+			}
+		}
+		per := 0.0
+		if r.Messages > 0 {
+			per = float64(r.Bytes) / float64(r.Messages)
+		}
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %d\t %.2f\t %.0f\t %.0f\t %s\t\n", r.Range, r.Sink, r.Format, r.Messages, r.Seconds, r.MsgsPerSec(), per, vs)
 	}
 	tw.Flush()
 	if len(lat) == 0 {
@@ -233,11 +283,11 @@ func ReportPipeline(w io.Writer, tp []PipelineResult, lat []LatencyResult) {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| sink\t load txn/s\t samples\t p50 ms\t p99 ms\t max ms\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t")
+	fmt.Fprintln(tw, "| sink\t format\t load txn/s\t samples\t p50 ms\t p99 ms\t max ms\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t")
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d.Microseconds())/1000) }
 	for _, r := range lat {
-		fmt.Fprintf(tw, "| %s\t %.0f\t %d\t %s\t %s\t %s\t\n", r.Sink, r.TxnsPerSec, r.Samples, ms(r.P50), ms(r.P99), ms(r.Max))
+		fmt.Fprintf(tw, "| %s\t %s\t %.0f\t %d\t %s\t %s\t %s\t\n", r.Sink, r.Format, r.TxnsPerSec, r.Samples, ms(r.P50), ms(r.P99), ms(r.Max))
 	}
 	tw.Flush()
 }
