@@ -93,8 +93,9 @@ type Sink struct {
 	known  map[string]bool
 	topics map[topicKey]string
 	// txnTopics holds each source's transaction topic (format debezium
-	// with provide.transaction.metadata).
+	// with provide.transaction.metadata), rendered from txnTmpl.
 	txnTopics map[string]string
+	txnTmpl   topicTemplate
 
 	// Reused by every Write.
 	recs    []kgo.Record
@@ -173,6 +174,10 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	if err != nil { // Validate has checked it; keep the compiler honest
 		return nil, fmt.Errorf("sink %s: topic %q: %w", cfg.Name, cfg.Topic, err)
 	}
+	txnTmpl, err := parseTopic(cfg.TransactionTopic)
+	if err != nil { // likewise
+		return nil, fmt.Errorf("sink %s: transaction_topic %q: %w", cfg.Name, cfg.TransactionTopic, err)
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -182,6 +187,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		pipeline: pipelineName,
 		log:      log,
 		topic:    tmpl,
+		txnTmpl:  txnTmpl,
 		known:    map[string]bool{},
 		topics:   map[topicKey]string{},
 		sources:  map[string][]byte{},
@@ -472,7 +478,10 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			fresh = append(fresh, topic)
 		}
 		if m.Txn != nil && txnMeta {
-			tt := s.txnTopic(m.Source)
+			tt, err := s.txnTopic(m.Source)
+			if err != nil {
+				return nil, err
+			}
 			if !s.known[tt] && !slices.Contains(fresh, tt) {
 				fresh = append(fresh, tt)
 			}
@@ -617,32 +626,29 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 	return recs, nil
 }
 
-// txnTopic returns the transaction topic of a source: Debezium's
-// "<topic.prefix>.transaction", the source's name standing for
-// topic.prefix (as in the schema names, "<source>.<db>.<table>.Value").
-func (s *Sink) txnTopic(source string) string {
+// txnTopic returns the transaction topic of a source (transaction_topic;
+// by default Debezium's "<topic.prefix>.transaction", the source's name
+// standing for topic.prefix, as in the schema names
+// "<source>.<db>.<table>.Value").
+func (s *Sink) txnTopic(source string) (string, error) {
 	if t, ok := s.txnTopics[source]; ok {
-		return t
+		return t, nil
+	}
+	t, err := s.txnTmpl.render(source, "", "")
+	if err != nil {
+		return "", fmt.Errorf("kafka: sink %s: transaction_topic: %w", s.cfg.Name, err)
 	}
 	if s.txnTopics == nil {
 		s.txnTopics = map[string]string{}
 	}
-	t := string(appendName(nil, source)) + txnTopicSuffix
 	s.txnTopics[source] = t
-	return t
+	return t, nil
 }
-
-// txnTopicSuffix ends the name of a transaction topic.
-const txnTopicSuffix = ".transaction"
 
 // isTxnTopic reports whether topic may be a transaction topic this sink
 // writes (recovery reads those too).
 func (s *Sink) isTxnTopic(topic string) bool {
-	if !s.cfg.Format.IsDebezium() || !s.cfg.Format.TransactionMetadata {
-		return false
-	}
-	src, ok := strings.CutSuffix(topic, txnTopicSuffix)
-	return ok && src != "" && strings.IndexFunc(src, func(r rune) bool { return r == '.' || !topicChar(r) }) < 0
+	return s.cfg.Format.IsDebezium() && s.cfg.Format.TransactionMetadata && s.txnTmpl.matches(topic)
 }
 
 // txnRecord makes the BEGIN (end false) or END record of m's transaction.
@@ -667,7 +673,11 @@ func (s *Sink) txnRecord(m *pipeline.Message, tm *pipeline.TxnMark, end bool, hd
 		return kgo.Record{}, fmt.Errorf("kafka: sink %s: the transaction END record of %s (seq %d, %d tables) is about %d bytes, above max_record_bytes %d: raise max_record_bytes, and the topic's max.message.bytes with it",
 			s.cfg.Name, tm.ID, m.Seq, len(tm.Tables), size, s.cfg.MaxRecordBytes)
 	}
-	return kgo.Record{Topic: s.txnTopic(m.Source), Key: key, Value: val, Headers: slices.Clip(hdrs)}, nil
+	topic, err := s.txnTopic(m.Source)
+	if err != nil {
+		return kgo.Record{}, err
+	}
+	return kgo.Record{Topic: topic, Key: key, Value: val, Headers: slices.Clip(hdrs)}, nil
 }
 
 // topicOf returns the topic of a message's table, rendered once per table.
