@@ -443,6 +443,11 @@ type assembly struct {
 	chunk    int
 	seen     int // changes of this transaction so far
 	mem      int // estimated memory of the current chunk
+	// full: the current chunk reached ChunkBytes. It is delivered when
+	// the transaction's next row comes, not at once, so that the last
+	// chunk of a transaction always holds its last row (a consumer then
+	// knows a message is a transaction's last when it encodes it).
+	full bool
 	// delivered counts the changes (in transaction order) already handed
 	// out in earlier chunks.
 	delivered int
@@ -2190,6 +2195,11 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 			return fmt.Errorf("%w: compressed rows event at %s: %v", ErrCorrupt, where, err)
 		}
 	}
+	if r.asm.full {
+		if err := r.flushChunk(h); err != nil {
+			return err
+		}
+	}
 	txn := r.chunk()
 	txn.Bytes += int(hdr.EventSize)
 	r.asm.mem += len(body) // the values' bytes, at most
@@ -2200,6 +2210,12 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 	for rowIdx := 0; len(body) > 0; rowIdx++ {
 		left := len(body)
 		ch := Change{Op: op, Table: t, File: r.file, Pos: evPos, Row: rowIdx}
+		if r.asm.full {
+			// Mid-event: the rest of this event goes to the next chunk.
+			if err := r.flushChunk(h); err != nil {
+				return err
+			}
+		}
 		txn = r.chunk() // before decoding: the row's memory must belong to its chunk
 		var img Row
 		var n int
@@ -2249,10 +2265,7 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 		}
 		txn.Changes = append(txn.Changes, ch)
 		if r.asm.mem += perChange; r.asm.mem >= r.cfg.ChunkBytes {
-			// Mid-event: the rest of this event goes to the next chunk.
-			if err := r.flushChunk(h); err != nil {
-				return err
-			}
+			r.asm.full = true // delivered before the next row
 		}
 	}
 	return nil
@@ -2266,7 +2279,7 @@ func (r *Reader) flushChunk(h *eventHandler) error {
 	}
 	r.asm.txn = nil
 	r.decoder.reset() // nothing more may be written into the delivered chunk's memory
-	r.asm.mem = 0
+	r.asm.mem, r.asm.full = 0, false
 	r.asm.chunk++
 	r.asm.delivered = r.asm.seen
 	return r.deliver(txn, h)

@@ -70,7 +70,10 @@ func (f Format) validateDebezium() error {
 	if err := check("bigint.unsigned.handling.mode", f.BigintUnsigned, BigintLong, BigintPrecise); err != nil {
 		return err
 	}
-	return check("binary.handling.mode", f.BinaryHandling, BinaryBytes, BinaryBase64, BinaryHex)
+	if err := check("binary.handling.mode", f.BinaryHandling, BinaryBytes, BinaryBase64, BinaryHex); err != nil {
+		return err
+	}
+	return validateSkipped(f.SkippedOperations)
 }
 
 func (f Format) dbzOpts() dbzOpts {

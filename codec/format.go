@@ -38,6 +38,19 @@ type Format struct {
 	// BinaryHandling is binary.handling.mode: bytes (default), base64 or
 	// hex.
 	BinaryHandling string `yaml:"binary.handling.mode"`
+	// TransactionMetadata is provide.transaction.metadata: every data
+	// event carries its "transaction" block (TxnOrder), and a sink that
+	// has a transaction topic (Kafka: "<source>.transaction") writes a
+	// BEGIN and an END record around each transaction's events. Default
+	// false, as in Debezium.
+	TransactionMetadata bool `yaml:"provide.transaction.metadata"`
+	// SkippedOperations is skipped.operations: "t" (the default, as in
+	// Debezium) or "none". With "none" a TRUNCATE TABLE is Debezium's op
+	// "t" event in the table's topic (AppendTruncate); with "t" it is not,
+	// and sluice delivers the statement as it delivers other DDL (where
+	// Debezium drops it). sluice skips no data change: c, u and d are
+	// refused.
+	SkippedOperations string `yaml:"skipped.operations"`
 }
 
 // IsDebezium reports whether f is FormatDebezium.
@@ -47,14 +60,21 @@ func (f Format) IsDebezium() bool { return f.Name == FormatDebezium }
 func (f Format) Validate() error {
 	switch f.Name {
 	case "", FormatSluice:
-		if f.Schemas || f.DecimalHandling != "" || f.TimePrecision != "" || f.BigintUnsigned != "" || f.BinaryHandling != "" {
-			return fmt.Errorf("format %s has no options (schemas and the *.handling.mode options belong to format debezium)", FormatSluice)
+		if f.Schemas || f.DecimalHandling != "" || f.TimePrecision != "" || f.BigintUnsigned != "" || f.BinaryHandling != "" || f.TransactionMetadata || f.SkippedOperations != "" {
+			return fmt.Errorf("format %s has no options (schemas, the *.handling.mode options, provide.transaction.metadata and skipped.operations belong to format debezium)", FormatSluice)
 		}
 		return nil
 	case FormatDebezium:
 		return f.validateDebezium()
 	}
 	return fmt.Errorf("format %q: want %s or %s", f.Name, FormatSluice, FormatDebezium)
+}
+
+// TruncateEvents reports whether a TRUNCATE TABLE is written as
+// Debezium's op "t" event (format debezium with skipped.operations
+// "none").
+func (f Format) TruncateEvents() bool {
+	return f.IsDebezium() && !skipsTruncate(f.SkippedOperations)
 }
 
 // WithFormat selects the format the Encoder writes (default FormatSluice).

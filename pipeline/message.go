@@ -58,6 +58,17 @@ type Message struct {
 	// new key, which a sink with keys (Kafka) writes in its place. Other
 	// sinks write Value, the update.
 	KeyChange *KeyChange
+	// Truncate is set, in format debezium with TRUNCATE events
+	// (skipped.operations: none), on a TRUNCATE TABLE: Value is then
+	// Debezium's op "t" event, for the table's topic, with no key. Op
+	// stays binlog.OpDDL.
+	Truncate bool
+	// Txn is set, in format debezium with provide.transaction.metadata,
+	// on the first and the last message of a source transaction that has
+	// data events: what a sink with a transaction topic (Kafka) writes as
+	// the transaction's BEGIN record before the message and its END record
+	// after it.
+	Txn *TxnMark
 
 	// held marks the sinks that already hold the message (bit i: sink i),
 	// after a recovery with several sources.
@@ -73,6 +84,22 @@ type Message struct {
 // message's format, without a trailing newline.
 type KeyChange struct {
 	OldKey, Delete, Create []byte
+}
+
+// TxnMark is a source transaction's boundary, as Debezium's transaction
+// metadata has it (codec.AppendTxnBegin, codec.AppendTxnEnd).
+type TxnMark struct {
+	// ID is the transaction's id (codec.TxnID); Time its commit time.
+	ID   string
+	Time time.Time
+	// Begin: the transaction's BEGIN record goes before the message.
+	Begin bool
+	// End: its END record goes after the message, with Events (the
+	// transaction's data events) and Tables (its events per table, in
+	// the order the tables first appear).
+	End    bool
+	Events int64
+	Tables []codec.TxnCount
 }
 
 // Batch is the unit a sink writes: messages of one or more source

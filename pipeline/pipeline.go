@@ -970,12 +970,60 @@ type builder struct {
 	noLast []bool
 	// kcs is scratch: the key change of the current change per format.
 	kcs []*KeyChange
+	// fmtTxn and fmtTrunc say, per format, that it has Debezium's
+	// transaction metadata and TRUNCATE events; anyTxn and anyTrunc that
+	// some format has.
+	fmtTxn, fmtTrunc []bool
+	anyTxn, anyTrunc bool
+}
+
+// txnCount counts the data events of a source's current transaction, for
+// Debezium's transaction metadata: its chunks come one after the other,
+// and after a restart it is read again from its start (what sinks
+// already hold is left out after the counting), so the counts are the
+// transaction's whole.
+type txnCount struct {
+	begin  position.Position
+	id     string
+	events int64
+	tables []codec.TxnCount
+	// last is the table of the last event, the index of its count.
+	last    *binlog.Table
+	lastIdx int
+}
+
+func (c *txnCount) reset(t *binlog.Txn) {
+	c.begin, c.id, c.events, c.tables, c.last = t.Begin, codec.TxnID(t), 0, c.tables[:0], nil
+}
+
+// table returns the index in c.tables of ch's table, adding it.
+func (c *txnCount) table(ch *binlog.Change) int {
+	if ch.Table == c.last && c.last != nil {
+		return c.lastIdx
+	}
+	name := ch.Table.Schema + "." + ch.Table.Name
+	i := slices.IndexFunc(c.tables, func(tc codec.TxnCount) bool { return tc.Table == name })
+	if i < 0 {
+		i = len(c.tables)
+		c.tables = append(c.tables, codec.TxnCount{Table: name})
+	}
+	c.last, c.lastIdx = ch.Table, i
+	return i
+}
+
+// dataEvent reports whether ch is a data event of Debezium's transaction
+// metadata: a row inserted, updated or deleted.
+func dataEvent(ch *binlog.Change) bool {
+	return (ch.Op == binlog.OpInsert || ch.Op == binlog.OpUpdate || ch.Op == binlog.OpDelete) && ch.Table != nil
 }
 
 // keyChange returns ch, an update, as Debezium writes an update that
 // changed the primary key (a delete under the old key and a create under
 // the new, newKey), or nil when the key stayed.
-func keyChange(enc *codec.Encoder, t *binlog.Txn, ch *binlog.Change, newKey []byte) *KeyChange {
+//
+// With transaction metadata, del and ins are the orders of the delete and
+// the create (Debezium counts them as two events); nil otherwise.
+func keyChange(enc *codec.Encoder, t *binlog.Txn, ch *binlog.Change, newKey []byte, delTx, insTx *codec.TxnOrder) *KeyChange {
 	del := *ch
 	del.Op, del.After = binlog.OpDelete, nil
 	old := enc.AppendKey(nil, &del)
@@ -985,8 +1033,8 @@ func keyChange(enc *codec.Encoder, t *binlog.Txn, ch *binlog.Change, newKey []by
 	ins := del
 	ins.Op, ins.Before, ins.After = binlog.OpInsert, nil, ch.After
 	kc := &KeyChange{OldKey: old}
-	kc.Delete = bytes.TrimSuffix(enc.AppendSnapshotChange(nil, t, &del, codec.SnapshotFalse), nl)
-	kc.Create = bytes.TrimSuffix(enc.AppendSnapshotChange(nil, t, &ins, codec.SnapshotFalse), nl)
+	kc.Delete = bytes.TrimSuffix(enc.AppendDebeziumChange(nil, t, &del, codec.SnapshotFalse, delTx), nl)
+	kc.Create = bytes.TrimSuffix(enc.AppendDebeziumChange(nil, t, &ins, codec.SnapshotFalse, insTx), nl)
 	return kc
 }
 
@@ -997,10 +1045,18 @@ type builderSource struct {
 	encs []*codec.Encoder
 	// metaTail is `,"epoch":E,"source":"S"`, written once.
 	metaTail []byte
+	// tx counts the current transaction's events (transaction metadata).
+	tx txnCount
 }
 
 func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64, holds [][]hold) *builder {
 	b := &builder{p: p, w: w, epoch: epoch, nextSeq: nextSeq, holds: holds}
+	for _, f := range p.formats {
+		b.fmtTxn = append(b.fmtTxn, f.IsDebezium() && f.TransactionMetadata)
+		b.fmtTrunc = append(b.fmtTrunc, f.TruncateEvents())
+		b.anyTxn = b.anyTxn || f.IsDebezium() && f.TransactionMetadata
+		b.anyTrunc = b.anyTrunc || f.TruncateEvents()
+	}
 	for _, s := range p.srcs {
 		bs := builderSource{name: s.cfg.Name}
 		for _, f := range p.formats {
@@ -1056,6 +1112,18 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 	if b.holds != nil && !t.Snapshot {
 		txnMask = b.heldBy(si, t)
 	}
+	var tx *txnCount
+	if b.anyTxn && !t.Snapshot && !t.Heartbeat {
+		tx = &bs.tx
+		if t.Chunk == 0 || t.Begin.Compare(tx.begin) != 0 {
+			tx.reset(t)
+		}
+		if n == 0 && t.Last && tx.events > 0 {
+			// Not expected: the reader's last chunk holds the last row.
+			b.p.log.Warn("a transaction's last chunk came without changes: its Debezium END record is not written (the BEGIN record and every event are)",
+				"source", bs.name, "transaction", tx.id, "events", tx.events)
+		}
+	}
 	for i := range t.Changes {
 		ch := &t.Changes[i]
 		seq := b.nextSeq
@@ -1073,10 +1141,31 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			snap = codec.SnapshotTrue // the TRUNCATE before a keyless table read again whole
 		}
 		last := t.Last && !t.Snapshot && i == n-1
+		// Transaction metadata: the orders of this change's event (and of
+		// the create, for an update that changed the primary key).
+		data := tx != nil && dataEvent(ch)
+		var ord, ord2 codec.TxnOrder
+		var ti int
+		first := false
+		if data {
+			ti = tx.table(ch)
+			first = tx.events == 0
+			ord = codec.TxnOrder{ID: tx.id, TotalOrder: tx.events + 1, DataCollectionOrder: tx.tables[ti].Count + 1}
+			ord2 = codec.TxnOrder{ID: tx.id, TotalOrder: tx.events + 2, DataCollectionOrder: tx.tables[ti].Count + 2}
+		}
+		trunc := b.anyTrunc && codec.IsTruncate(ch)
 		kcs := b.kcs[:0]
-		for _, enc := range bs.encs {
+		twoEvents := false
+		for k, enc := range bs.encs {
 			v0 := len(bt.buf)
-			bt.buf = enc.AppendSnapshotChange(bt.buf, t, ch, snap)
+			switch {
+			case trunc && b.fmtTrunc[k]:
+				bt.buf = enc.AppendTruncate(bt.buf, t, ch, nil)
+			case data && b.fmtTxn[k]:
+				bt.buf = enc.AppendDebeziumChange(bt.buf, t, ch, snap, &ord)
+			default:
+				bt.buf = enc.AppendSnapshotChange(bt.buf, t, ch, snap)
+			}
 			if enc.Format().IsDebezium() {
 				// Debezium's bytes exactly: only the newline goes.
 				bt.buf = bytes.TrimSuffix(bt.buf, nl)
@@ -1086,15 +1175,40 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 				bt.buf = appendMeta(bt.buf, seq, bs.metaTail, last, &t.End)
 			}
 			v1 := len(bt.buf)
-			bt.buf = enc.AppendKey(bt.buf, ch)
+			if !trunc || !b.fmtTrunc[k] { // Debezium's op "t" event has no key
+				bt.buf = enc.AppendKey(bt.buf, ch)
+			}
 			bt.spans = append(bt.spans, span{int32(v0), int32(v1), int32(v1), int32(len(bt.buf))})
 			var kc *KeyChange
 			if enc.Format().IsDebezium() && ch.Op == binlog.OpUpdate && ch.Table != nil && len(ch.Table.PrimaryKey) > 0 {
-				kc = keyChange(enc, t, ch, bt.buf[v1:])
+				if data && b.fmtTxn[k] {
+					kc = keyChange(enc, t, ch, bt.buf[v1:], &ord, &ord2)
+					twoEvents = twoEvents || kc != nil
+				} else {
+					kc = keyChange(enc, t, ch, bt.buf[v1:], nil, nil)
+				}
 			}
 			kcs = append(kcs, kc)
 		}
 		b.kcs = kcs
+		var mark *TxnMark
+		if data {
+			inc := int64(1)
+			if twoEvents {
+				inc = 2 // Debezium writes it as a delete and a create
+			}
+			tx.events += inc
+			tx.tables[ti].Count += inc
+			if first {
+				mark = &TxnMark{ID: tx.id, Time: t.CommitTime, Begin: true}
+			}
+		}
+		if last && tx != nil && tx.events > 0 {
+			if mark == nil {
+				mark = &TxnMark{ID: tx.id, Time: t.CommitTime}
+			}
+			mark.End, mark.Events, mark.Tables = true, tx.events, slices.Clone(tx.tables)
+		}
 		m := Message{Seq: seq, Source: bs.name, Op: ch.Op, Change: ch, Snapshot: t.Snapshot, EventTime: evt}
 		if ch.Table != nil {
 			m.DB, m.Table = ch.Table.Schema, ch.Table.Name
@@ -1110,9 +1224,23 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			bt.held = bt.held || m.held != 0
 		}
 		m.KeyChange = kcs[0]
+		if mark != nil || trunc {
+			m.Txn, m.Truncate = nil, false
+			if b.fmtTxn[0] {
+				m.Txn = mark
+			}
+			m.Truncate = trunc && b.fmtTrunc[0]
+		}
 		bt.Messages = append(bt.Messages, m)
 		for k := range bt.alt {
 			m.KeyChange = kcs[k+1]
+			if mark != nil || trunc {
+				m.Txn, m.Truncate = nil, false
+				if b.fmtTxn[k+1] {
+					m.Txn = mark
+				}
+				m.Truncate = trunc && b.fmtTrunc[k+1]
+			}
 			bt.alt[k] = append(bt.alt[k], m)
 		}
 		if len(bt.buf) >= b.p.cfg.BatchBytes*len(b.p.formats) && i < n-1 {

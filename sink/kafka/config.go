@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/pipeline"
 )
 
 // Defaults of Config.
@@ -27,6 +28,11 @@ const (
 	// MaxTopicLen is Kafka's limit on a topic name.
 	MaxTopicLen = 249
 )
+
+// DefaultTransactionTopic is Debezium's transaction topic,
+// "<topic.prefix>.transaction", the source's name standing for
+// topic.prefix.
+const DefaultTransactionTopic = "{source}.transaction"
 
 // Compressions are the accepted values of Config.Compression.
 var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
@@ -101,6 +107,13 @@ type Config struct {
 	// false in format sluice. A table without a primary key (a null key)
 	// gets none: there is nothing for compaction to forget.
 	Tombstones *bool `yaml:"tombstones"`
+	// TransactionTopic is the template of the topic of Debezium's
+	// transaction BEGIN and END records (format debezium with
+	// provide.transaction.metadata); its one placeholder is {source}.
+	// Default "{source}.transaction", Debezium's. Two Kafka sinks of one
+	// pipeline on one cluster need their own, as they need their own
+	// topic.
+	TransactionTopic string `yaml:"transaction_topic"`
 	// Format is the records' format, the sink's format in the config
 	// (sinks[].format, not in the kafka block). Zero: sluice.
 	Format codec.Format `yaml:"-"`
@@ -137,6 +150,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Topic == "" {
 		c.Topic = DefaultTopic
+	}
+	if c.TransactionTopic == "" {
+		c.TransactionTopic = DefaultTransactionTopic
 	}
 	if c.ClientID == "" {
 		c.ClientID = DefaultClientID
@@ -185,6 +201,17 @@ func (c *Config) Validate() error {
 	if c.Topic != "" {
 		if _, err := parseTopic(c.Topic); err != nil {
 			return fmt.Errorf("topic %q: %w", c.Topic, err)
+		}
+	}
+	if c.TransactionTopic != "" {
+		tt, err := parseTopic(c.TransactionTopic)
+		if err != nil {
+			return fmt.Errorf("transaction_topic %q: %w", c.TransactionTopic, err)
+		}
+		for _, p := range tt.parts {
+			if p.Field == pipeline.FieldDB || p.Field == pipeline.FieldTable {
+				return fmt.Errorf("transaction_topic %q: a transaction spans tables: its one placeholder is {source}", c.TransactionTopic)
+			}
 		}
 	}
 	if c.TransactionalID != "" && strings.TrimSpace(c.TransactionalID) != c.TransactionalID {

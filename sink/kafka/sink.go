@@ -92,6 +92,10 @@ type Sink struct {
 	// known holds the topics known to exist.
 	known  map[string]bool
 	topics map[topicKey]string
+	// txnTopics holds each source's transaction topic (format debezium
+	// with provide.transaction.metadata), rendered from txnTmpl.
+	txnTopics map[string]string
+	txnTmpl   topicTemplate
 
 	// Reused by every Write.
 	recs    []kgo.Record
@@ -170,6 +174,10 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	if err != nil { // Validate has checked it; keep the compiler honest
 		return nil, fmt.Errorf("sink %s: topic %q: %w", cfg.Name, cfg.Topic, err)
 	}
+	txnTmpl, err := parseTopic(cfg.TransactionTopic)
+	if err != nil { // likewise
+		return nil, fmt.Errorf("sink %s: transaction_topic %q: %w", cfg.Name, cfg.TransactionTopic, err)
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -179,6 +187,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		pipeline: pipelineName,
 		log:      log,
 		topic:    tmpl,
+		txnTmpl:  txnTmpl,
 		known:    map[string]bool{},
 		topics:   map[topicKey]string{},
 		sources:  map[string][]byte{},
@@ -457,6 +466,7 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 	vals := strconv.AppendUint(s.vals[:0], b.Epoch, 10)
 	epochEnd := len(vals)
 	idx, names := s.idx[:0], s.names[:0]
+	txnMeta := s.cfg.Format.IsDebezium() && s.cfg.Format.TransactionMetadata
 	for i := range msgs {
 		m := &msgs[i]
 		topic, err := s.topicOf(m)
@@ -466,6 +476,15 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 		names = append(names, topic)
 		if !s.known[topic] && !slices.Contains(fresh, topic) {
 			fresh = append(fresh, topic)
+		}
+		if m.Txn != nil && txnMeta {
+			tt, err := s.txnTopic(m.Source)
+			if err != nil {
+				return nil, err
+			}
+			if !s.known[tt] && !slices.Contains(fresh, tt) {
+				fresh = append(fresh, tt)
+			}
 		}
 		idx = append(idx, len(vals))
 		vals = strconv.AppendUint(vals, m.Seq, 10)
@@ -491,6 +510,14 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 		}
 		if *s.cfg.Tombstones && (msgs[i].Op == binlog.OpDelete && len(msgs[i].Key) > 0 || msgs[i].KeyChange != nil) {
 			extra++
+		}
+		if tm := msgs[i].Txn; tm != nil && txnMeta {
+			if tm.Begin {
+				extra++
+			}
+			if tm.End {
+				extra++
+			}
 		}
 	}
 	if cap(s.recs) < n+extra {
@@ -537,6 +564,20 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 		if len(key) == 0 {
 			key = nil // a null key (format debezium, a table without a primary key)
 		}
+		tm := m.Txn
+		if !txnMeta {
+			tm = nil
+		}
+		var err error
+		if tm != nil && tm.Begin {
+			// Debezium's BEGIN record, in the transaction topic, before
+			// the transaction's first event: with that event's seq and no
+			// end, so that recovery sees the seq twice, which counts once.
+			if recs[r], err = s.txnRecord(m, tm, false, base); err != nil {
+				return nil, err
+			}
+			r++
+		}
 		if kc := m.KeyChange; kc != nil {
 			// Debezium's primary-key update: a delete of the old key
 			// (header __debezium.newkey), its tombstone, a create of the
@@ -552,6 +593,12 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			recs[r] = kgo.Record{Topic: names[i], Key: key, Value: kc.Create,
 				Headers: append(slices.Clip(h), kgo.RecordHeader{Key: HeaderOldKey, Value: kc.OldKey})}
 			r++
+			if tm != nil && tm.End {
+				if recs[r], err = s.txnRecord(m, tm, true, base); err != nil {
+					return nil, err
+				}
+				r++
+			}
 			continue
 		}
 		recs[r] = kgo.Record{
@@ -567,19 +614,82 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			recs[r] = kgo.Record{Topic: names[i], Key: key, Headers: base}
 			r++
 		}
+		if tm != nil && tm.End {
+			// Debezium's END record, after the transaction's last record,
+			// with its seq and no end (the data record carries it).
+			if recs[r], err = s.txnRecord(m, tm, true, base); err != nil {
+				return nil, err
+			}
+			r++
+		}
 	}
 	return recs, nil
+}
+
+// txnTopic returns the transaction topic of a source (transaction_topic;
+// by default Debezium's "<topic.prefix>.transaction", the source's name
+// standing for topic.prefix, as in the schema names
+// "<source>.<db>.<table>.Value").
+func (s *Sink) txnTopic(source string) (string, error) {
+	if t, ok := s.txnTopics[source]; ok {
+		return t, nil
+	}
+	t, err := s.txnTmpl.render(source, "", "")
+	if err != nil {
+		return "", fmt.Errorf("kafka: sink %s: transaction_topic: %w", s.cfg.Name, err)
+	}
+	if s.txnTopics == nil {
+		s.txnTopics = map[string]string{}
+	}
+	s.txnTopics[source] = t
+	return t, nil
+}
+
+// isTxnTopic reports whether topic may be a transaction topic this sink
+// writes (recovery reads those too).
+func (s *Sink) isTxnTopic(topic string) bool {
+	return s.cfg.Format.IsDebezium() && s.cfg.Format.TransactionMetadata && s.txnTmpl.matches(topic)
+}
+
+// txnRecord makes the BEGIN (end false) or END record of m's transaction.
+func (s *Sink) txnRecord(m *pipeline.Message, tm *pipeline.TxnMark, end bool, hdrs []kgo.RecordHeader) (kgo.Record, error) {
+	schemas := s.cfg.Format.Schemas
+	ts := tm.Time
+	if ts.IsZero() {
+		ts = time.Now()
+	}
+	key := codec.AppendTxnKey(nil, tm.ID, schemas)
+	var val []byte
+	if end {
+		val = codec.AppendTxnEnd(nil, tm.ID, ts.UnixMilli(), tm.Events, tm.Tables, schemas)
+	} else {
+		val = codec.AppendTxnBegin(nil, tm.ID, ts.UnixMilli(), schemas)
+	}
+	size := recordOverhead + batchOverhead + len(key) + len(val)
+	for _, h := range hdrs {
+		size += len(h.Key) + len(h.Value)
+	}
+	if size > s.cfg.MaxRecordBytes {
+		return kgo.Record{}, fmt.Errorf("kafka: sink %s: the transaction END record of %s (seq %d, %d tables) is about %d bytes, above max_record_bytes %d: raise max_record_bytes, and the topic's max.message.bytes with it",
+			s.cfg.Name, tm.ID, m.Seq, len(tm.Tables), size, s.cfg.MaxRecordBytes)
+	}
+	topic, err := s.txnTopic(m.Source)
+	if err != nil {
+		return kgo.Record{}, err
+	}
+	return kgo.Record{Topic: topic, Key: key, Value: val, Headers: slices.Clip(hdrs)}, nil
 }
 
 // topicOf returns the topic of a message's table, rendered once per table.
 //
 // In format debezium a table's topic holds Debezium's data events only:
-// a DDL message goes to its database's schema-change topic, the template
+// a DDL message (but a TRUNCATE written as Debezium's op "t" event,
+// Message.Truncate) goes to its database's schema-change topic, the template
 // with an empty table ("{db}._" by default), which the recovery scan
 // covers like every topic the template makes.
 func (s *Sink) topicOf(m *pipeline.Message) (string, error) {
 	table := m.Table
-	if m.Op == binlog.OpDDL && s.cfg.Format.IsDebezium() {
+	if m.Op == binlog.OpDDL && s.cfg.Format.IsDebezium() && !m.Truncate {
 		table = ""
 	}
 	k := topicKey{m.Source, m.DB, table}
