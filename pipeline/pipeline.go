@@ -1096,6 +1096,9 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		}
 		b.kcs = kcs
 		m := Message{Seq: seq, Source: bs.name, Op: ch.Op, Change: ch, Snapshot: t.Snapshot, EventTime: evt}
+		if ch.Op == binlog.OpDDL {
+			m.Role = RoleSchemaChange
+		}
 		if ch.Table != nil {
 			m.DB, m.Table = ch.Table.Schema, ch.Table.Name
 		} else {

@@ -71,6 +71,9 @@ type Sink struct {
 	pipeline string
 	log      *slog.Logger
 	topic    topicTemplate
+	// schemaTopic is, in format debezium with include.schema.changes, the
+	// template of the schema-change topic (nil otherwise).
+	schemaTopic *topicTemplate
 	// opts are the client options both clients share: brokers, TLS,
 	// SASL, client id, timeouts, logger.
 	opts []kgo.Opt
@@ -174,16 +177,29 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		log = slog.Default()
 	}
 	log = log.With("sink", cfg.Name)
+	var schemaTopic *topicTemplate
+	if cfg.Format.IsDebezium() {
+		if *cfg.IncludeSchemaChanges {
+			st, err := parseTopic(cfg.SchemaChangeTopic)
+			if err != nil { // Validate has checked it
+				return nil, fmt.Errorf("sink %s: schema_change_topic %q: %w", cfg.Name, cfg.SchemaChangeTopic, err)
+			}
+			schemaTopic = &st
+		} else {
+			log.Warn("include.schema.changes is false: DDL statements are not written to Kafka at all (Debezium's behaviour with the option off)")
+		}
+	}
 	s := &Sink{
-		cfg:      cfg,
-		pipeline: pipelineName,
-		log:      log,
-		topic:    tmpl,
-		known:    map[string]bool{},
-		topics:   map[topicKey]string{},
-		sources:  map[string][]byte{},
-		pipeVal:  []byte(pipelineName),
-		offs:     offsets{},
+		cfg:         cfg,
+		pipeline:    pipelineName,
+		log:         log,
+		topic:       tmpl,
+		schemaTopic: schemaTopic,
+		known:       map[string]bool{},
+		topics:      map[topicKey]string{},
+		sources:     map[string][]byte{},
+		pipeVal:     []byte(pipelineName),
+		offs:        offsets{},
 	}
 	if s.opts, err = clientOpts(cfg, log); err != nil {
 		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
@@ -398,6 +414,9 @@ func (s *Sink) write(ctx context.Context, b *pipeline.Batch) error {
 	if err != nil {
 		return err
 	}
+	if len(recs) == 0 {
+		return nil // schema changes only, with include.schema.changes false
+	}
 	out := s.out
 	out.reset()
 	if err := s.prod.BeginTransaction(); err != nil {
@@ -464,7 +483,7 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			return nil, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
 		}
 		names = append(names, topic)
-		if !s.known[topic] && !slices.Contains(fresh, topic) {
+		if topic != "" && !s.known[topic] && !slices.Contains(fresh, topic) {
 			fresh = append(fresh, topic)
 		}
 		idx = append(idx, len(vals))
@@ -505,6 +524,9 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 	r := 0
 	for i := range msgs {
 		m := &msgs[i]
+		if names[i] == "" {
+			continue // a schema change, with include.schema.changes false
+		}
 		src, ok := s.sources[m.Source]
 		if !ok {
 			src = []byte(m.Source)
@@ -568,30 +590,47 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			r++
 		}
 	}
-	return recs, nil
+	return recs[:r], nil
 }
 
-// topicOf returns the topic of a message's table, rendered once per table.
-//
-// In format debezium a table's topic holds Debezium's data events only:
-// a DDL message goes to its database's schema-change topic, the template
-// with an empty table ("{db}._" by default), which the recovery scan
-// covers like every topic the template makes.
+// topicOf returns the topic of a message by its role, rendered once per
+// table: a table's topic for data; in format debezium, for a schema
+// change, the schema-change topic (schema_change_topic, which the
+// recovery scan reads as it reads the table topics), or "" (not written)
+// with include.schema.changes false. In format sluice a DDL message goes
+// to its table's topic.
 func (s *Sink) topicOf(m *pipeline.Message) (string, error) {
-	table := m.Table
-	if m.Op == binlog.OpDDL && s.cfg.Format.IsDebezium() {
-		table = ""
+	tmpl, table := &s.topic, m.Table
+	if m.Role == pipeline.RoleSchemaChange && s.cfg.Format.IsDebezium() {
+		if s.schemaTopic == nil {
+			return "", nil
+		}
+		tmpl, table = s.schemaTopic, "\x00schema" // a key no table has
 	}
 	k := topicKey{m.Source, m.DB, table}
 	if t, ok := s.topics[k]; ok {
 		return t, nil
 	}
-	t, err := s.topic.render(m.Source, m.DB, table)
+	if tmpl == s.schemaTopic {
+		table = ""
+	}
+	t, err := tmpl.render(m.Source, m.DB, table)
 	if err != nil {
 		return "", err
 	}
 	s.topics[k] = t
 	return t, nil
+}
+
+// matches reports whether topic is one the sink may have written
+// messages to (recovery reads those): one the topic template or the
+// schema-change topic's could have made. Heartbeat topics hold no
+// messages (no sluice-seq) and are not read.
+func (s *Sink) matches(topic string) bool {
+	if s.cfg.HeartbeatIntervalMs > 0 && strings.HasPrefix(topic, s.cfg.HeartbeatTopicsPrefix+".") {
+		return false
+	}
+	return s.topic.matches(topic) || s.schemaTopic != nil && s.schemaTopic.matches(topic)
 }
 
 // ensureTopics makes sure topics exist, creating the missing ones when
