@@ -83,6 +83,14 @@ type Sink struct {
 	meta *kgo.Client
 	adm  *kadm.Client
 
+	// mu is held by Recover, Write and Close, and by the heartbeat timer
+	// (heartbeat.go) while it writes: the producer is one.
+	mu sync.Mutex
+	// hbStop and hbDone stop the heartbeat timer; hbErr is the failure of
+	// a heartbeat, which the next Write reports.
+	hbStop, hbDone chan struct{}
+	hbErr          error
+
 	// The rest belongs to the goroutine that calls Recover and Write.
 
 	// prod is the transactional producer: made by each Recover (whose
@@ -208,6 +216,9 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
 	}
 	s.adm = kadm.NewClient(s.meta)
+	if s.heartbeatOn() {
+		s.startHeartbeat()
+	}
 	return s, nil
 }
 
@@ -308,6 +319,9 @@ func (s *Sink) TransactionalID() string { return s.cfg.TransactionalID }
 // aborts it when it starts. Close must not run concurrently with Recover
 // or Write.
 func (s *Sink) Close() error {
+	s.stopHeartbeat()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closeProducer()
 	s.meta.Close()
 	return nil
@@ -334,6 +348,9 @@ func (s *Sink) closeProducer() {
 // turn), then on to the last stable offsets after it started (past the
 // transaction it aborted).
 func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hbErr = nil
 	s.closeProducer()
 	var rec pipeline.Recovery
 	saved, err := parseOffsets(offset)
@@ -385,7 +402,12 @@ func (s *Sink) fencedByEpoch(found, epoch uint64) error {
 // Write writes b in one Kafka transaction and returns the offsets after
 // it once the transaction has committed.
 func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.ready {
+		if err := s.heartbeatFailure(); err != nil {
+			return "", err
+		}
 		return "", fmt.Errorf("kafka: sink %s: Write without a successful Recover since the last failure; call Recover first", s.cfg.Name)
 	}
 	if b.Epoch < s.epoch {
