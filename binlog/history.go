@@ -541,6 +541,9 @@ type TableChange struct {
 	Before, After *Table
 	// Kind is "CREATE", "ALTER" or "DROP".
 	Kind string
+	// Def is After's definition (types as declared, defaults, comments);
+	// nil with After.
+	Def *TableDef
 }
 
 // apply works out the entries of one statement against h.cur without
@@ -753,7 +756,11 @@ func (h *History) apply(pos position.Position, db, q string) ([]HistoryEntry, []
 		tc := TableChange{DB: e.DB, Table: e.Table, Before: before[k]}
 		if !e.Dropped && !e.Unknown {
 			if ent, err := schemadiff.NewCreateTableEntityFromSQL(h.env, e.Create); err == nil {
-				tc.After, _ = h.toTable(&histTable{db: e.DB, name: e.Table, entity: ent}, state{dbs: h.pendingDBs(pending)})
+				dbs := h.pendingDBs(pending)
+				tc.After, _ = h.toTable(&histTable{db: e.DB, name: e.Table, entity: ent}, state{dbs: dbs})
+				if tc.After != nil {
+					tc.Def = tableDef(ent, dbs[strings.ToLower(e.DB)])
+				}
 			}
 		}
 		switch {

@@ -179,12 +179,15 @@ func (e *Encoder) initDebezium(version string) {
 // source.ts_ms/ts_us/ts_ns are the commit time (for rows without a
 // commit time, snapshot rows, the time of writing, as Debezium does); the
 // outer ts_* the time of writing. A DDL change (binlog.OpDDL) is written
-// as sluice's schema-change line, unchanged: Debezium puts DDL in the
-// schema-change topic, not in a table's topic, and the caller routes it
-// (AppendTruncate writes a TRUNCATE as Debezium's op "t" event).
+// as Debezium's schema-change event (see appendDbzSchemaChange), which
+// belongs in the schema-change topic, not in a table's topic: the caller
+// routes it (AppendTruncate writes a TRUNCATE as Debezium's op "t" event).
 func (e *Encoder) AppendDebeziumChange(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot, tx *TxnOrder) []byte {
-	if e.dbz == nil || ch.Op == binlog.OpDDL {
+	if e.dbz == nil {
 		return e.appendSluice(dst, txn, ch, snap)
+	}
+	if ch.Op == binlog.OpDDL {
+		return e.appendDbzSchemaChange(dst, txn, ch)
 	}
 	if snap == SnapshotAuto {
 		snap = SnapshotFalse

@@ -94,9 +94,14 @@ func (e *Encoder) Format() Format { return e.format }
 // Schemas is set). A table without a primary key has a null key in
 // Debezium: AppendKey then appends nothing, and the caller sends the
 // record without a key (JsonConverter writes no bytes for a null key,
-// with or without schemas).
+// with or without schemas). The key of a DDL change in format debezium is
+// its schema-change event's, {"databaseName":"db"} (schema
+// io.debezium.connector.mysql.SchemaChangeKey).
 func (e *Encoder) AppendKey(dst []byte, ch *binlog.Change) []byte {
 	if e.dbz != nil {
+		if ch.Op == binlog.OpDDL {
+			return e.appendDbzSchemaChangeKey(dst, ch)
+		}
 		return e.appendDebeziumKey(dst, ch)
 	}
 	return AppendChangeKey(dst, ch)

@@ -35,6 +35,9 @@ type Message struct {
 	// DB and Table name the changed table (DB alone for some DDL).
 	DB, Table string
 	Op        binlog.Op
+	// Role is what the message is to a sink that routes by it (the Kafka
+	// sink maps roles to topics).
+	Role Role
 	// Key is the message key in the sink's format (codec.Encoder.AppendKey):
 	// in format sluice the row's primary key as a JSON object ({"id":1}),
 	// null for DDL; in format debezium Debezium's key struct.
@@ -77,6 +80,17 @@ type Message struct {
 	// materialize). It is valid until the Write call for the batch returns.
 	Change *binlog.Change
 }
+
+// Role is the part a message plays in a sink's output.
+type Role uint8
+
+const (
+	// RoleData is a change of a table's rows: its table's topic.
+	RoleData Role = iota
+	// RoleSchemaChange is a DDL statement (binlog.OpDDL): in format
+	// debezium it belongs in the schema-change topic, not a table's.
+	RoleSchemaChange
+)
 
 // KeyChange is an update that changed the primary key, as Debezium writes
 // it: Delete, the delete event of the row under OldKey, and Create, the

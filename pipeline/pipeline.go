@@ -1210,6 +1210,9 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			mark.End, mark.Events, mark.Tables = true, tx.events, slices.Clone(tx.tables)
 		}
 		m := Message{Seq: seq, Source: bs.name, Op: ch.Op, Change: ch, Snapshot: t.Snapshot, EventTime: evt}
+		if ch.Op == binlog.OpDDL {
+			m.Role = RoleSchemaChange
+		}
 		if ch.Table != nil {
 			m.DB, m.Table = ch.Table.Schema, ch.Table.Name
 		} else {

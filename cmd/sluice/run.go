@@ -221,6 +221,13 @@ func buildSinks(path string, cfg *config.Config) ([]pipeline.Sink, error) {
 			closeSinks(out)
 			return nil, err
 		}
+		if ks, ok := s.(interface{ SetSources([]string) }); ok {
+			names := make([]string, len(cfg.Sources))
+			for j := range cfg.Sources {
+				names[j] = cfg.Sources[j].Name
+			}
+			ks.SetSources(names) // Kafka's heartbeats, one per source
+		}
 		out = append(out, s)
 	}
 	return out, nil

@@ -412,6 +412,9 @@ func (g *gen) message(src string, txn *binlog.Txn, ch *binlog.Change, snap bool,
 	}
 	m := pipeline.Message{Seq: g.seq, Source: src, Op: ch.Op, Change: ch, Snapshot: snap, End: end,
 		Key: e.AppendKey(nil, ch), Value: v}
+	if ch.Op == binlog.OpDDL {
+		m.Role = pipeline.RoleSchemaChange
+	}
 	if ch.Table != nil {
 		m.DB, m.Table = ch.Table.Schema, ch.Table.Name
 	} else {

@@ -21,6 +21,11 @@ const (
 	DefaultCompression    = "lz4"
 	DefaultMaxRecordBytes = 1000012 // Kafka's default max.message.bytes
 	DefaultRequestTimeout = 30 * time.Second
+	// DefaultSchemaChangeTopic is Debezium's schema-change topic: named
+	// after topic.prefix, which is sluice's source name.
+	DefaultSchemaChangeTopic = "{source}"
+	// DefaultHeartbeatTopicsPrefix is Debezium's heartbeat.topics.prefix.
+	DefaultHeartbeatTopicsPrefix = "__debezium-heartbeat"
 	// MinMaxRecordBytes and MaxMaxRecordBytes bound max_record_bytes (the
 	// client's limits on a record batch).
 	MinMaxRecordBytes = 1024
@@ -114,6 +119,26 @@ type Config struct {
 	// pipeline on one cluster need their own, as they need their own
 	// topic.
 	TransactionTopic string `yaml:"transaction_topic"`
+	// SchemaChangeTopic is, in format debezium, the template of the topic
+	// of DDL statements (Debezium's schema-change topic). Placeholders as
+	// in Topic. Default "{source}" (Debezium's topic.prefix).
+	SchemaChangeTopic string `yaml:"schema_change_topic"`
+	// IncludeSchemaChanges is Debezium's include.schema.changes: in format
+	// debezium DDL statements are written to SchemaChangeTopic. Default
+	// true; with false they are not written to Kafka at all.
+	IncludeSchemaChanges *bool `yaml:"include.schema.changes"`
+	// HeartbeatIntervalMs is Debezium's heartbeat.interval.ms: in format
+	// debezium a heartbeat record is written to
+	// "<HeartbeatTopicsPrefix>.<source>" for each source every this many
+	// milliseconds, also while the sources are idle. Default 0: none.
+	HeartbeatIntervalMs int `yaml:"heartbeat.interval.ms"`
+	// HeartbeatTopicsPrefix is Debezium's heartbeat.topics.prefix.
+	// Default "__debezium-heartbeat".
+	HeartbeatTopicsPrefix string `yaml:"heartbeat.topics.prefix"`
+	// Sources names the pipeline's sources (set by the caller, not in the
+	// kafka block), for the heartbeats; a source not named here gets
+	// heartbeats once the sink has written one of its messages.
+	Sources []string `yaml:"-"`
 	// Format is the records' format, the sink's format in the config
 	// (sinks[].format, not in the kafka block). Zero: sluice.
 	Format codec.Format `yaml:"-"`
@@ -180,6 +205,16 @@ func (c Config) withDefaults() Config {
 		t := c.Format.IsDebezium()
 		c.Tombstones = &t
 	}
+	if c.SchemaChangeTopic == "" {
+		c.SchemaChangeTopic = DefaultSchemaChangeTopic
+	}
+	if c.IncludeSchemaChanges == nil {
+		t := true
+		c.IncludeSchemaChanges = &t
+	}
+	if c.HeartbeatTopicsPrefix == "" {
+		c.HeartbeatTopicsPrefix = DefaultHeartbeatTopicsPrefix
+	}
 	return c
 }
 
@@ -240,6 +275,30 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Format.Validate(); err != nil {
 		return err
+	}
+	if !c.Format.IsDebezium() {
+		for _, o := range []struct {
+			name string
+			set  bool
+		}{{"schema_change_topic", c.SchemaChangeTopic != ""}, {"include.schema.changes", c.IncludeSchemaChanges != nil},
+			{"heartbeat.interval.ms", c.HeartbeatIntervalMs != 0}, {"heartbeat.topics.prefix", c.HeartbeatTopicsPrefix != ""}} {
+			if o.set {
+				return fmt.Errorf("%s belongs to format debezium (the sink's format is sluice, whose DDL goes to its table's topic and which has no heartbeats)", o.name)
+			}
+		}
+	}
+	if c.SchemaChangeTopic != "" {
+		if _, err := parseTopic(c.SchemaChangeTopic); err != nil {
+			return fmt.Errorf("schema_change_topic %q: %w", c.SchemaChangeTopic, err)
+		}
+	}
+	if c.HeartbeatIntervalMs < 0 {
+		return fmt.Errorf("heartbeat.interval.ms %d: must be positive, or 0 for no heartbeats", c.HeartbeatIntervalMs)
+	}
+	if p := c.HeartbeatTopicsPrefix; p != "" {
+		if j := strings.IndexFunc(p, func(r rune) bool { return !topicChar(r) }); j >= 0 {
+			return fmt.Errorf("heartbeat.topics.prefix %q: contains %q: topic names take ASCII letters, digits, '.', '_' and '-' only", p, p[j:j+1])
+		}
 	}
 	if s := c.SASL; s != nil {
 		if !slices.Contains(SASLMechanisms, strings.ToUpper(s.Mechanism)) {

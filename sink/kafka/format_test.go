@@ -23,7 +23,7 @@ func TestConformanceDebezium(t *testing.T) {
 			sinktest.Run(t, sinktest.Target{
 				Format: f,
 				Open: func(t *testing.T, ns string) pipeline.Sink {
-					return newSink(t, c.ListenAddrs(), Config{Topic: "d" + ns + ".{db}.{table}", TransactionalID: "txd-" + ns, Format: f})
+					return newSink(t, c.ListenAddrs(), Config{Topic: "d" + ns + ".{db}.{table}", SchemaChangeTopic: "d" + ns + ".{source}", TransactionalID: "txd-" + ns, Format: f})
 				},
 			})
 		})

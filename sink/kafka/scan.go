@@ -85,7 +85,7 @@ func (sc *scanner) plan(ctx context.Context) ([]*scanPart, error) {
 			return nil, s.wrap("recovery: describing topic "+name, d.err)
 		}
 		sc.known[name] = true
-		if d.internal || !saved[name] && !s.topic.matches(name) && !s.isTxnTopic(name) {
+		if d.internal || !saved[name] && !s.matches(name) {
 			continue
 		}
 		topics = append(topics, name)

@@ -71,6 +71,9 @@ type Sink struct {
 	pipeline string
 	log      *slog.Logger
 	topic    topicTemplate
+	// schemaTopic is, in format debezium with include.schema.changes, the
+	// template of the schema-change topic (nil otherwise).
+	schemaTopic *topicTemplate
 	// opts are the client options both clients share: brokers, TLS,
 	// SASL, client id, timeouts, logger.
 	opts []kgo.Opt
@@ -79,6 +82,14 @@ type Sink struct {
 	// lives as long as the sink.
 	meta *kgo.Client
 	adm  *kadm.Client
+
+	// mu is held by Recover, Write and Close, and by the heartbeat timer
+	// (heartbeat.go) while it writes: the producer is one.
+	mu sync.Mutex
+	// hbStop and hbDone stop the heartbeat timer; hbErr is the failure of
+	// a heartbeat, which the next Write reports.
+	hbStop, hbDone chan struct{}
+	hbErr          error
 
 	// The rest belongs to the goroutine that calls Recover and Write.
 
@@ -182,17 +193,30 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		log = slog.Default()
 	}
 	log = log.With("sink", cfg.Name)
+	var schemaTopic *topicTemplate
+	if cfg.Format.IsDebezium() {
+		if *cfg.IncludeSchemaChanges {
+			st, err := parseTopic(cfg.SchemaChangeTopic)
+			if err != nil { // Validate has checked it
+				return nil, fmt.Errorf("sink %s: schema_change_topic %q: %w", cfg.Name, cfg.SchemaChangeTopic, err)
+			}
+			schemaTopic = &st
+		} else {
+			log.Warn("include.schema.changes is false: DDL statements are not written to Kafka at all (Debezium's behaviour with the option off)")
+		}
+	}
 	s := &Sink{
-		cfg:      cfg,
-		pipeline: pipelineName,
-		log:      log,
-		topic:    tmpl,
-		txnTmpl:  txnTmpl,
-		known:    map[string]bool{},
-		topics:   map[topicKey]string{},
-		sources:  map[string][]byte{},
-		pipeVal:  []byte(pipelineName),
-		offs:     offsets{},
+		cfg:         cfg,
+		pipeline:    pipelineName,
+		log:         log,
+		topic:       tmpl,
+		schemaTopic: schemaTopic,
+		txnTmpl:     txnTmpl,
+		known:       map[string]bool{},
+		topics:      map[topicKey]string{},
+		sources:     map[string][]byte{},
+		pipeVal:     []byte(pipelineName),
+		offs:        offsets{},
 	}
 	if s.opts, err = clientOpts(cfg, log); err != nil {
 		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
@@ -201,6 +225,9 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
 	}
 	s.adm = kadm.NewClient(s.meta)
+	if s.heartbeatOn() {
+		s.startHeartbeat()
+	}
 	return s, nil
 }
 
@@ -301,6 +328,9 @@ func (s *Sink) TransactionalID() string { return s.cfg.TransactionalID }
 // aborts it when it starts. Close must not run concurrently with Recover
 // or Write.
 func (s *Sink) Close() error {
+	s.stopHeartbeat()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closeProducer()
 	s.meta.Close()
 	return nil
@@ -327,6 +357,9 @@ func (s *Sink) closeProducer() {
 // turn), then on to the last stable offsets after it started (past the
 // transaction it aborted).
 func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hbErr = nil
 	s.closeProducer()
 	var rec pipeline.Recovery
 	saved, err := parseOffsets(offset)
@@ -378,7 +411,12 @@ func (s *Sink) fencedByEpoch(found, epoch uint64) error {
 // Write writes b in one Kafka transaction and returns the offsets after
 // it once the transaction has committed.
 func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.ready {
+		if err := s.heartbeatFailure(); err != nil {
+			return "", err
+		}
 		return "", fmt.Errorf("kafka: sink %s: Write without a successful Recover since the last failure; call Recover first", s.cfg.Name)
 	}
 	if b.Epoch < s.epoch {
@@ -406,6 +444,9 @@ func (s *Sink) write(ctx context.Context, b *pipeline.Batch) error {
 	recs, err := s.records(ctx, b)
 	if err != nil {
 		return err
+	}
+	if len(recs) == 0 {
+		return nil // schema changes only, with include.schema.changes false
 	}
 	out := s.out
 	out.reset()
@@ -474,7 +515,7 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			return nil, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
 		}
 		names = append(names, topic)
-		if !s.known[topic] && !slices.Contains(fresh, topic) {
+		if topic != "" && !s.known[topic] && !slices.Contains(fresh, topic) {
 			fresh = append(fresh, topic)
 		}
 		if m.Txn != nil && txnMeta {
@@ -532,6 +573,9 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 	r := 0
 	for i := range msgs {
 		m := &msgs[i]
+		if names[i] == "" {
+			continue // a schema change, with include.schema.changes false
+		}
 		src, ok := s.sources[m.Source]
 		if !ok {
 			src = []byte(m.Source)
@@ -623,7 +667,7 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			r++
 		}
 	}
-	return recs, nil
+	return recs[:r], nil
 }
 
 // txnTopic returns the transaction topic of a source (transaction_topic;
@@ -680,28 +724,45 @@ func (s *Sink) txnRecord(m *pipeline.Message, tm *pipeline.TxnMark, end bool, hd
 	return kgo.Record{Topic: topic, Key: key, Value: val, Headers: slices.Clip(hdrs)}, nil
 }
 
-// topicOf returns the topic of a message's table, rendered once per table.
-//
-// In format debezium a table's topic holds Debezium's data events only:
-// a DDL message (but a TRUNCATE written as Debezium's op "t" event,
-// Message.Truncate) goes to its database's schema-change topic, the template
-// with an empty table ("{db}._" by default), which the recovery scan
-// covers like every topic the template makes.
+// topicOf returns the topic of a message by its role, rendered once per
+// table: a table's topic for data; in format debezium, for a schema
+// change, the schema-change topic (schema_change_topic, which the
+// recovery scan reads as it reads the table topics), or "" (not written)
+// with include.schema.changes false; a TRUNCATE written as Debezium's op
+// "t" event (Message.Truncate) goes to its table's topic. In format sluice
+// a DDL message goes to its table's topic.
 func (s *Sink) topicOf(m *pipeline.Message) (string, error) {
-	table := m.Table
-	if m.Op == binlog.OpDDL && s.cfg.Format.IsDebezium() && !m.Truncate {
-		table = ""
+	tmpl, table := &s.topic, m.Table
+	if m.Role == pipeline.RoleSchemaChange && s.cfg.Format.IsDebezium() && !m.Truncate {
+		if s.schemaTopic == nil {
+			return "", nil
+		}
+		tmpl, table = s.schemaTopic, "\x00schema" // a key no table has
 	}
 	k := topicKey{m.Source, m.DB, table}
 	if t, ok := s.topics[k]; ok {
 		return t, nil
 	}
-	t, err := s.topic.render(m.Source, m.DB, table)
+	if tmpl == s.schemaTopic {
+		table = ""
+	}
+	t, err := tmpl.render(m.Source, m.DB, table)
 	if err != nil {
 		return "", err
 	}
 	s.topics[k] = t
 	return t, nil
+}
+
+// matches reports whether topic is one the sink may have written
+// messages to (recovery reads those): one the topic template or the
+// schema-change topic's could have made. Heartbeat topics hold no
+// messages (no sluice-seq) and are not read.
+func (s *Sink) matches(topic string) bool {
+	if s.cfg.HeartbeatIntervalMs > 0 && strings.HasPrefix(topic, s.cfg.HeartbeatTopicsPrefix+".") {
+		return false
+	}
+	return s.topic.matches(topic) || s.schemaTopic != nil && s.schemaTopic.matches(topic) || s.isTxnTopic(topic)
 }
 
 // ensureTopics makes sure topics exist, creating the missing ones when

@@ -1,0 +1,111 @@
+package binlog
+
+import (
+	"strings"
+
+	"vitess.io/vitess/go/vt/schemadiff"
+	"vitess.io/vitess/go/vt/sqlparser"
+)
+
+// TableDef is what a table's definition says beyond Table (which holds
+// what decoding rows needs): the declared types, defaults, comments and
+// the table's default character set, as the schema history holds the
+// definition (the server's SHOW CREATE TABLE, normalised). It describes a
+// table in a schema-change event (Debezium's tableChanges).
+type TableDef struct {
+	// Charset is the table's default character set.
+	Charset string
+	// Comment is the table's comment; nil without one.
+	Comment *string
+	// Columns are the columns in table order, as Table.Columns.
+	Columns []ColumnDef
+}
+
+// ColumnDef is one column's definition.
+type ColumnDef struct {
+	Name string
+	// Type is the declared type in upper case ("INT", "VARCHAR",
+	// "ENUM"), with " UNSIGNED" / " UNSIGNED ZEROFILL" when declared so.
+	Type string
+	// Length and Scale are the declared length, precision or fractional
+	// digits (VARCHAR(255), DECIMAL(10,2), DATETIME(3)); -1 when not
+	// declared.
+	Length, Scale int
+	AutoIncrement bool
+	// Generated is set for a generated (AS ...) column and, as Debezium
+	// marks them, an AUTO_INCREMENT one.
+	Generated bool
+	// Comment is the column's comment; nil without one.
+	Comment *string
+	// Default is the default value's text (a literal without quotes, or
+	// the expression); nil when the column has no default or DEFAULT NULL.
+	Default *string
+	// HasDefault is set when the definition has a DEFAULT clause.
+	HasDefault bool
+}
+
+// tableDef reads the definition of a schemadiff entity (dbCharset: the
+// database's default character set).
+func tableDef(ent *schemadiff.CreateTableEntity, dbCharset string) *TableDef {
+	spec := ent.CreateTable.TableSpec
+	d := &TableDef{Charset: entityCharset(ent, dbCharset)}
+	for _, o := range spec.Options {
+		if strings.EqualFold(o.Name, "comment") && o.Value != nil {
+			c := o.Value.Val
+			d.Comment = &c
+		}
+	}
+	for _, cd := range spec.Columns {
+		c := ColumnDef{Name: cd.Name.String(), Type: strings.ToUpper(cd.Type.Type), Length: -1, Scale: -1}
+		switch {
+		case cd.Type.Zerofill:
+			c.Type += " UNSIGNED ZEROFILL"
+		case cd.Type.Unsigned:
+			c.Type += " UNSIGNED"
+		}
+		if cd.Type.Length != nil {
+			c.Length = *cd.Type.Length
+		}
+		if cd.Type.Scale != nil {
+			c.Scale = *cd.Type.Scale
+		}
+		if o := cd.Type.Options; o != nil {
+			c.AutoIncrement = o.Autoincrement
+			c.Generated = o.Autoincrement || o.As != nil
+			if o.Comment != nil {
+				s := o.Comment.Val
+				c.Comment = &s
+			}
+			if o.Default != nil {
+				c.HasDefault = true
+				// Debezium's defaultValueExpression: a literal's text,
+				// "1970-01-01 00:00:00" for CURRENT_TIMESTAMP (as its
+				// parser writes it), nothing for NULL or an expression.
+				var s string
+				switch v := o.Default.(type) {
+				case *sqlparser.Literal:
+					s = v.Val
+				case *sqlparser.UnaryExpr:
+					s = sqlparser.String(v)
+				case *sqlparser.CurTimeFuncExpr:
+					s = "1970-01-01 00:00:00"
+				case sqlparser.BoolVal:
+					s = "0"
+					if v {
+						s = "1"
+					}
+				}
+				if s != "" || isEmptyLiteral(o.Default) {
+					c.Default = &s
+				}
+			}
+		}
+		d.Columns = append(d.Columns, c)
+	}
+	return d
+}
+
+func isEmptyLiteral(e sqlparser.Expr) bool {
+	l, ok := e.(*sqlparser.Literal)
+	return ok && l.Val == ""
+}

@@ -1,0 +1,327 @@
+package codec
+
+// Format debezium's schema-change events: what Debezium's MySQL connector
+// writes to its schema-change topic (named after topic.prefix) for a DDL
+// statement, with JsonConverter. Fields, order and schemas follow
+// Debezium's SchemaFactory (schemaHistoryConnectorKeySchema,
+// schemaHistoryConnectorValueSchema, schemaHistoryChangeSchema,
+// schemaHistoryTableSchema, schemaHistoryColumnSchema) and
+// ConnectTableChangeSerializer.
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sluice-cdc/sluice/binlog"
+)
+
+// Schema names of the schema-change topic's records.
+const (
+	DbzSchemaChangeKeyName   = "io.debezium.connector.mysql.SchemaChangeKey"
+	DbzSchemaChangeValueName = "io.debezium.connector.mysql.SchemaChangeValue"
+)
+
+const dbzSchemaChangeKeySchema = `{"type":"struct","fields":[{"type":"string","optional":false,"field":"databaseName"}],"optional":false,"name":"` + DbzSchemaChangeKeyName + `","version":1}`
+
+const dbzColumnSchema = `{"type":"struct","fields":[` +
+	`{"type":"string","optional":false,"field":"name"},` +
+	`{"type":"int32","optional":false,"field":"jdbcType"},` +
+	`{"type":"int32","optional":true,"field":"nativeType"},` +
+	`{"type":"string","optional":false,"field":"typeName"},` +
+	`{"type":"string","optional":true,"field":"typeExpression"},` +
+	`{"type":"string","optional":true,"field":"charsetName"},` +
+	`{"type":"int32","optional":true,"field":"length"},` +
+	`{"type":"int32","optional":true,"field":"scale"},` +
+	`{"type":"int32","optional":false,"field":"position"},` +
+	`{"type":"boolean","optional":true,"field":"optional"},` +
+	`{"type":"boolean","optional":true,"field":"autoIncremented"},` +
+	`{"type":"boolean","optional":true,"field":"generated"},` +
+	`{"type":"string","optional":true,"field":"comment"},` +
+	`{"type":"string","optional":true,"field":"defaultValueExpression"},` +
+	`{"type":"array","items":{"type":"string","optional":false},"optional":true,"field":"enumValues"}` +
+	`],"optional":false,"name":"io.debezium.connector.schema.Column","version":1}`
+
+const dbzTableSchema = `{"type":"struct","fields":[` +
+	`{"type":"string","optional":true,"field":"defaultCharsetName"},` +
+	`{"type":"array","items":{"type":"string","optional":false},"optional":true,"field":"primaryKeyColumnNames"},` +
+	`{"type":"array","items":` + dbzColumnSchema + `,"optional":false,"field":"columns"},` +
+	`{"type":"string","optional":true,"field":"comment"}` +
+	`],"optional":true,"name":"io.debezium.connector.schema.Table","version":1,"field":"table"}`
+
+const dbzSchemaChangeValueSchema = `{"type":"struct","fields":[` +
+	dbzSourceSchema + `,` +
+	`{"type":"int64","optional":false,"field":"ts_ms"},` +
+	`{"type":"string","optional":true,"field":"databaseName"},` +
+	`{"type":"string","optional":true,"field":"schemaName"},` +
+	`{"type":"string","optional":true,"field":"ddl"},` +
+	`{"type":"array","items":{"type":"struct","fields":[` +
+	`{"type":"string","optional":false,"field":"type"},` +
+	`{"type":"string","optional":false,"field":"id"},` +
+	dbzTableSchema +
+	`],"optional":false,"name":"io.debezium.connector.schema.Change","version":1},"optional":false,"field":"tableChanges"}` +
+	`],"optional":false,"name":"` + DbzSchemaChangeValueName + `","version":1}`
+
+// schemaChangeDB is the database a DDL change applies to: its first
+// table change's, else the one it names or ran in.
+func schemaChangeDB(ch *binlog.Change) string {
+	if len(ch.TableChanges) > 0 && ch.TableChanges[0].DB != "" {
+		return ch.TableChanges[0].DB
+	}
+	return changeDB(ch)
+}
+
+// appendDbzSchemaChangeKey appends the key of a schema-change event:
+// {"databaseName":D}.
+func (e *Encoder) appendDbzSchemaChangeKey(dst []byte, ch *binlog.Change) []byte {
+	if e.dbz.opts.schemas {
+		dst = append(dst, `{"schema":`...)
+		dst = append(dst, dbzSchemaChangeKeySchema...)
+		dst = append(dst, `,"payload":`...)
+	}
+	dst = append(dst, `{"databaseName":`...)
+	dst = appendQuoted(dst, schemaChangeDB(ch))
+	dst = append(dst, '}')
+	if e.dbz.opts.schemas {
+		dst = append(dst, '}')
+	}
+	return dst
+}
+
+// appendDbzSchemaChange appends the schema-change event of a DDL change,
+// as one line ending in '\n':
+//
+//	{"source":{...},"ts_ms":T,"databaseName":D,"schemaName":null,
+//	 "ddl":Q,"tableChanges":[{"type":"CREATE|ALTER|DROP","id":"\"D\".\"T\"",
+//	 "table":{"defaultCharsetName":..,"primaryKeyColumnNames":[..],
+//	 "columns":[{"name":..,"jdbcType":..,...}],"comment":..}|null},...]}
+//
+// The source block is the statement's (snapshot "false", table the
+// tables it changed joined by ','), ts_ms the time of writing. The table
+// of a DROP is null, as Debezium writes it. tableChanges come from the
+// schema history (binlog.Change.TableChanges): without one (a source with
+// no schema history) the array is empty. Where Debezium writes one event
+// per table of a statement that changes several (DROP TABLE a, b), this
+// writes one event with a table change per table.
+func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.Change) []byte {
+	d := e.dbz
+	now := e.nowNano()
+	if d.opts.schemas {
+		dst = append(dst, `{"schema":`...)
+		dst = append(dst, dbzSchemaChangeValueSchema...)
+		dst = append(dst, `,"payload":`...)
+	}
+	db := schemaChangeDB(ch)
+	src := *ch
+	src.Row = 0
+	src.Table = nil
+	if len(ch.TableChanges) > 0 {
+		names := make([]string, 0, len(ch.TableChanges))
+		for i := range ch.TableChanges {
+			names = append(names, ch.TableChanges[i].Table)
+		}
+		src.Table = &binlog.Table{Schema: db, Name: strings.Join(names, ",")}
+	} else {
+		src.Schema = db
+	}
+	dst = append(dst, '{')
+	dst = e.appendDbzSource(dst, txn, &src, SnapshotFalse, now)
+	dst = append(dst, `,"ts_ms":`...)
+	dst = strconv.AppendInt(dst, floorDiv(now, 1e6), 10)
+	dst = append(dst, `,"databaseName":`...)
+	dst = appendQuoted(dst, db)
+	dst = append(dst, `,"schemaName":null,"ddl":`...)
+	dst = appendQuoted(dst, ch.Query)
+	dst = append(dst, `,"tableChanges":[`...)
+	for i := range ch.TableChanges {
+		tc := &ch.TableChanges[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"type":`...)
+		dst = appendQuoted(dst, tc.Kind)
+		dst = append(dst, `,"id":`...)
+		dst = appendQuoted(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
+		dst = append(dst, `,"table":`...)
+		if tc.Kind == "DROP" || tc.After == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendDbzTableDef(dst, tc.After, tc.Def)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, ']', '}')
+	if d.opts.schemas {
+		dst = append(dst, '}')
+	}
+	return append(dst, '\n')
+}
+
+// appendDbzTableDef writes Debezium's io.debezium.connector.schema.Table.
+func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte {
+	dst = append(dst, `{"defaultCharsetName":`...)
+	if def != nil && def.Charset != "" {
+		dst = appendQuoted(dst, def.Charset)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"primaryKeyColumnNames":[`...)
+	for i, k := range t.PrimaryKey {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendQuoted(dst, t.Columns[k].Name)
+	}
+	dst = append(dst, `],"columns":[`...)
+	for i := range t.Columns {
+		c := &t.Columns[i]
+		var cd *binlog.ColumnDef
+		if def != nil && i < len(def.Columns) {
+			cd = &def.Columns[i]
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		name := ""
+		length, scale := -1, -1
+		if cd != nil {
+			name, length, scale = cd.Type, cd.Length, cd.Scale
+		} else {
+			name = strings.ToUpper(c.TypeName())
+			if c.Unsigned {
+				name += " UNSIGNED"
+			}
+		}
+		base := name
+		if j := strings.IndexByte(base, ' '); j >= 0 {
+			base = base[:j]
+		}
+		switch base {
+		case "ENUM":
+			length = 1 // as Debezium's parser sets it
+		case "SET":
+			length = max(0, 2*len(c.Set)-1) // the members and their commas
+		}
+		dst = append(dst, `{"name":`...)
+		dst = appendQuoted(dst, c.Name)
+		dst = append(dst, `,"jdbcType":`...)
+		dst = strconv.AppendInt(dst, int64(dbzJdbcType(base)), 10)
+		dst = append(dst, `,"nativeType":null,"typeName":`...)
+		dst = appendQuoted(dst, name)
+		dst = append(dst, `,"typeExpression":`...)
+		dst = appendQuoted(dst, name)
+		dst = append(dst, `,"charsetName":`...)
+		if c.Charset != "" && c.Charset != "binary" {
+			dst = appendQuoted(dst, c.Charset)
+		} else {
+			dst = append(dst, "null"...)
+		}
+		dst = append(dst, `,"length":`...)
+		dst = appendOptInt(dst, length)
+		dst = append(dst, `,"scale":`...)
+		dst = appendOptInt(dst, scale)
+		dst = append(dst, `,"position":`...)
+		dst = strconv.AppendInt(dst, int64(i+1), 10)
+		dst = append(dst, `,"optional":`...)
+		dst = strconv.AppendBool(dst, c.Nullable)
+		dst = append(dst, `,"autoIncremented":`...)
+		dst = strconv.AppendBool(dst, cd != nil && cd.AutoIncrement)
+		dst = append(dst, `,"generated":`...)
+		dst = strconv.AppendBool(dst, cd != nil && cd.Generated)
+		dst = append(dst, `,"comment":`...)
+		if cd != nil && cd.Comment != nil {
+			dst = appendQuoted(dst, *cd.Comment)
+		} else {
+			dst = append(dst, "null"...)
+		}
+		dst = append(dst, `,"defaultValueExpression":`...)
+		if cd != nil && cd.Default != nil {
+			dst = appendQuoted(dst, *cd.Default)
+		} else {
+			dst = append(dst, "null"...)
+		}
+		dst = append(dst, `,"enumValues":`...)
+		members := c.Enum
+		if len(c.Set) > 0 {
+			members = c.Set
+		}
+		if len(members) == 0 {
+			dst = append(dst, "null"...)
+		} else {
+			dst = append(dst, '[')
+			for j, m := range members {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendQuoted(dst, m)
+			}
+			dst = append(dst, ']')
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"comment":`...)
+	if def != nil && def.Comment != nil {
+		dst = appendQuoted(dst, *def.Comment)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	return append(dst, '}')
+}
+
+func appendOptInt(dst []byte, n int) []byte {
+	if n < 0 {
+		return append(dst, "null"...)
+	}
+	return strconv.AppendInt(dst, int64(n), 10)
+}
+
+// dbzJdbcType is the java.sql.Types code Debezium's MySQL DDL parser
+// gives a type (MySqlAntlrDdlParser's data type entries).
+func dbzJdbcType(base string) int {
+	switch base {
+	case "CHAR", "ENUM", "SET":
+		return 1 // CHAR
+	case "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT", "LONG":
+		return 12 // VARCHAR
+	case "NCHAR":
+		return -15 // NCHAR
+	case "NVARCHAR":
+		return -9 // NVARCHAR
+	case "TINYINT":
+		return -6 // TINYINT
+	case "SMALLINT":
+		return 5 // SMALLINT
+	case "MEDIUMINT", "INT", "INTEGER", "YEAR":
+		return 4 // INTEGER
+	case "BIGINT", "SERIAL":
+		return -5 // BIGINT
+	case "REAL":
+		return 7 // REAL
+	case "DOUBLE":
+		return 8 // DOUBLE
+	case "FLOAT":
+		return 6 // FLOAT
+	case "DECIMAL", "DEC", "FIXED":
+		return 3 // DECIMAL
+	case "NUMERIC":
+		return 2 // NUMERIC
+	case "BIT":
+		return -7 // BIT
+	case "TIME":
+		return 92 // TIME
+	case "TIMESTAMP":
+		return 2014 // TIMESTAMP_WITH_TIMEZONE
+	case "DATETIME":
+		return 93 // TIMESTAMP
+	case "DATE":
+		return 91 // DATE
+	case "BINARY":
+		return -2 // BINARY
+	case "VARBINARY":
+		return -3 // VARBINARY
+	case "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB":
+		return 2004 // BLOB
+	case "BOOL", "BOOLEAN":
+		return 16 // BOOLEAN
+	}
+	return 1111 // OTHER: JSON, VECTOR and the spatial types
+}
