@@ -217,6 +217,7 @@ func dbzSchemaChangeTopic(t *testing.T, flavor position.Flavor) {
 	if evs[2].TableChanges[0].Table != nil {
 		t.Errorf("DROP's table change has a table; Debezium writes null")
 	}
+	t.Logf("ALTER: %s", recs[1].Value)
 	alter := evs[1].TableChanges[0].Table
 	if alter == nil {
 		t.Fatalf("ALTER without the table's definition: %s", recs[1].Value)
