@@ -165,12 +165,7 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"primaryKeyColumnNames":[`...)
-	for i, k := range t.PrimaryKey {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendQuoted(dst, t.Columns[k].Name)
-	}
+	dst = appendKeyNames(dst, t)
 	dst = append(dst, `],"columns":[`...)
 	for i := range t.Columns {
 		c := &t.Columns[i]

@@ -489,12 +489,7 @@ func appendTableDef(dst []byte, t *binlog.Table) []byte {
 		return append(dst, "null"...)
 	}
 	dst = append(dst, `{"primaryKeyColumnNames":[`...)
-	for i, k := range t.PrimaryKey {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendQuoted(dst, t.Columns[k].Name)
-	}
+	dst = appendKeyNames(dst, t)
 	dst = append(dst, `],"columns":[`...)
 	for i := range t.Columns {
 		c := &t.Columns[i]
@@ -536,4 +531,16 @@ func appendTableDef(dst []byte, t *binlog.Table) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, ']', '}')
+}
+
+// appendKeyNames appends t's primary-key column names as JSON strings,
+// comma-separated, in key order.
+func appendKeyNames(dst []byte, t *binlog.Table) []byte {
+	for i, k := range t.PrimaryKey {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendQuoted(dst, t.Columns[k].Name)
+	}
+	return dst
 }
