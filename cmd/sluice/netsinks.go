@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -91,4 +93,32 @@ func netSinkKinds() []bench.SinkKind {
 			return s, func() { s.Close(); srv.Close() }, nil
 		},
 	}}
+}
+
+// checkKafkaTopics refuses two Kafka sinks that share a seed broker and
+// write to the same topic template: each one's recovery would count the
+// other's records (of the same pipeline) as its own.
+func checkKafkaTopics(sinks []pipeline.Sink) error {
+	var ks []*kafkasink.Sink
+	for _, s := range sinks {
+		if k, ok := s.(*kafkasink.Sink); ok {
+			ks = append(ks, k)
+		}
+	}
+	for i, a := range ks {
+		for _, b := range ks[i+1:] {
+			if !slices.ContainsFunc(a.Brokers(), func(br string) bool { return slices.Contains(b.Brokers(), br) }) {
+				continue // other clusters, as far as the config tells
+			}
+			ta, tb := a.TopicTemplates(), b.TopicTemplates()
+			for _, oa := range slices.Sorted(maps.Keys(ta)) {
+				for _, ob := range slices.Sorted(maps.Keys(tb)) {
+					if ta[oa] == tb[ob] {
+						return fmt.Errorf("sinks %s and %s write to the same Kafka cluster and topics (%s %q of %s, %s %q of %s): each sink's recovery would count the other's records as its own; give one of them its own %s", a.Name(), b.Name(), oa, ta[oa], a.Name(), ob, tb[ob], b.Name(), ob)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -230,6 +230,10 @@ func buildSinks(path string, cfg *config.Config) ([]pipeline.Sink, error) {
 		}
 		out = append(out, s)
 	}
+	if err := checkKafkaTopics(out); err != nil {
+		closeSinks(out)
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return out, nil
 }
 

@@ -250,6 +250,12 @@ func TestRunConfigErrors(t *testing.T) {
 		{"pipeline: p\nsource:\n  url: mysql://u:${SLUICE_TEST_UNSET}@127.0.0.1:1\n", "environment variable SLUICE_TEST_UNSET is not set"},
 		{"pipeline: p\nsource: {url: 'mysql://u:p@127.0.0.1:1'}\nsinks:\n  - type: file\n    file: {path: x.jsonl, max_bytes: huge}\n", `"huge" is not a size`},
 		{"pipeline: p\nsource: {url: 'postgres://u:p@127.0.0.1:1'}\n", "source.url"},
+		// Two Kafka sinks on one cluster with the same topics: each one's
+		// recovery would count the other's records.
+		{"pipeline: p\nsource: {url: 'mysql://u:p@127.0.0.1:1'}\nsinks:\n  - {name: a, type: kafka, kafka: {brokers: ['127.0.0.1:1']}}\n  - {name: b, type: kafka, kafka: {brokers: ['127.0.0.1:1']}}\n",
+			`sinks a and b write to the same Kafka cluster and topics (topic "{db}.{table}" of a, topic "{db}.{table}" of b)`},
+		{"pipeline: p\nsource: {url: 'mysql://u:p@127.0.0.1:1'}\nsinks:\n  - {name: a, type: kafka, kafka: {brokers: ['127.0.0.1:1']}}\n  - {name: b, type: kafka, format: debezium, kafka: {brokers: ['127.0.0.1:1'], topic: 'd.{db}.{table}', schema_change_topic: '{db}.{table}'}}\n",
+			`give one of them its own schema_change_topic`},
 	}
 	for _, c := range cases {
 		path := filepath.Join(dir, "sluice.yaml")

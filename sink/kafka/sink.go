@@ -322,6 +322,30 @@ func (s *Sink) Name() string { return s.cfg.Name }
 // TransactionalID is the producer's transactional.id.
 func (s *Sink) TransactionalID() string { return s.cfg.TransactionalID }
 
+// Brokers are the sink's seed brokers.
+func (s *Sink) Brokers() []string { return slices.Clone(s.cfg.Brokers) }
+
+// TopicTemplates returns the topic templates the sink writes to, each
+// with its option's name: the table topics, and in format debezium the
+// schema-change, transaction and heartbeat topics it has turned on. Two
+// sinks of one pipeline on one cluster must not share one: each sink's
+// recovery would count the other's records as its own.
+func (s *Sink) TopicTemplates() map[string]string {
+	t := map[string]string{"topic": s.cfg.Topic}
+	if s.cfg.Format.IsDebezium() {
+		if s.schemaTopic != nil {
+			t["schema_change_topic"] = s.cfg.SchemaChangeTopic
+		}
+		if s.cfg.Format.TransactionMetadata {
+			t["transaction_topic"] = s.cfg.TransactionTopic
+		}
+		if s.heartbeatOn() {
+			t["heartbeat.topics.prefix"] = s.cfg.HeartbeatTopicsPrefix + ".{source}"
+		}
+	}
+	return t
+}
+
 // Close closes the clients. An open transaction (of a Write that has not
 // returned) is left to the broker, which aborts it after the transaction
 // timeout, or to the next producer with the same transactional id, which
