@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -131,6 +132,7 @@ func (in *input) sampleOnce(c *client.Conn) error {
 		return err
 	}
 	raw, err := rs.GetString(0, 0)
+	raw = strings.Clone(raw) // GetString points into a buffer reused once rs is closed
 	rs.Close()
 	if err != nil {
 		return err

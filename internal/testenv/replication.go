@@ -68,7 +68,7 @@ func (m *Server) replicaStatus(ctx context.Context) (replicaStatus, error) {
 	}
 	col := func(name string) string {
 		s, _ := rs.GetStringByName(0, name)
-		return s
+		return strings.Clone(s) // rs's buffer is reused once it is closed
 	}
 	st := replicaStatus{io: col(prefix + "_IO_Running"), sql: col(prefix + "_SQL_Running")}
 	for _, c := range []string{"Last_IO_Error", "Last_SQL_Error"} {
@@ -113,7 +113,7 @@ func (m *Server) GTIDExecuted(ctx context.Context) (string, error) {
 	}
 	defer rs.Close()
 	s, _ := rs.GetString(0, 0)
-	return position.CompactGTIDs(s), nil
+	return position.CompactGTIDs(strings.Clone(s)), nil
 }
 
 // WaitCaughtUp waits until the replica m has applied everything primary
@@ -218,6 +218,7 @@ func (m *Server) applyReceived(ctx context.Context) error {
 		} else {
 			received, _ = rs.GetString(0, 0)
 		}
+		received = strings.Clone(received)
 	}
 	rs.Close()
 	received = strings.TrimSpace(received)
@@ -247,6 +248,9 @@ func (m *Server) ServerUUID(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer rs.Close()
+	// A copy: go-mysql's GetString points into a buffer that is reused
+	// once the result is closed (TestSourceFailover saw a later query's
+	// text in place of the UUID).
 	s, _ := rs.GetString(0, 0)
-	return strings.TrimSpace(s), nil
+	return strings.Clone(strings.TrimSpace(s)), nil
 }
