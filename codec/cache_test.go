@@ -74,3 +74,18 @@ func TestSystemClock(t *testing.T) {
 		time.Sleep(3 * time.Millisecond)
 	}
 }
+
+func TestAppendStringArray(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, `[]`},
+		{[]string{"a"}, `["a"]`},
+		{[]string{"x,y", `q"uote`, "ü"}, `["x,y","q\"uote","ü"]`},
+	} {
+		if got := string(appendStringArray([]byte("p"), c.in)); got != "p"+c.want {
+			t.Errorf("appendStringArray(%q) = %s, want p%s", c.in, got, c.want)
+		}
+	}
+}

@@ -242,14 +242,7 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 		if len(members) == 0 {
 			dst = append(dst, "null"...)
 		} else {
-			dst = append(dst, '[')
-			for j, m := range members {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendQuoted(dst, m)
-			}
-			dst = append(dst, ']')
+			dst = appendStringArray(dst, members)
 		}
 		dst = append(dst, '}')
 	}

@@ -519,14 +519,8 @@ func appendTableDef(dst []byte, t *binlog.Table) []byte {
 			members = c.Set
 		}
 		if len(members) > 0 {
-			dst = append(dst, `,"enumValues":[`...)
-			for j, m := range members {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendQuoted(dst, m)
-			}
-			dst = append(dst, ']')
+			dst = append(dst, `,"enumValues":`...)
+			dst = appendStringArray(dst, members)
 		}
 		dst = append(dst, '}')
 	}
@@ -543,4 +537,16 @@ func appendKeyNames(dst []byte, t *binlog.Table) []byte {
 		dst = appendQuoted(dst, t.Columns[k].Name)
 	}
 	return dst
+}
+
+// appendStringArray appends ss as a JSON array of strings.
+func appendStringArray(dst []byte, ss []string) []byte {
+	dst = append(dst, '[')
+	for i, s := range ss {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendQuoted(dst, s)
+	}
+	return append(dst, ']')
 }
