@@ -63,8 +63,8 @@ type Message struct {
 	KeyChange *KeyChange
 	// Truncate is set, in format debezium with TRUNCATE events
 	// (skipped.operations: none), on a TRUNCATE TABLE: Value is then
-	// Debezium's op "t" event, for the table's topic, with no key. Op
-	// stays binlog.OpDDL.
+	// Debezium's op "t" event, for the table's topic, with no key, and
+	// Role is RoleData. Op stays binlog.OpDDL.
 	Truncate bool
 	// Txn is set, in format debezium with provide.transaction.metadata,
 	// on the first and the last message of a source transaction that has

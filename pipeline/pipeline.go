@@ -1228,21 +1228,13 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		}
 		m.KeyChange = kcs[0]
 		if mark != nil || trunc {
-			m.Txn, m.Truncate = nil, false
-			if b.fmtTxn[0] {
-				m.Txn = mark
-			}
-			m.Truncate = trunc && b.fmtTrunc[0]
+			b.formatMarks(&m, 0, mark, trunc)
 		}
 		bt.Messages = append(bt.Messages, m)
 		for k := range bt.alt {
 			m.KeyChange = kcs[k+1]
 			if mark != nil || trunc {
-				m.Txn, m.Truncate = nil, false
-				if b.fmtTxn[k+1] {
-					m.Txn = mark
-				}
-				m.Truncate = trunc && b.fmtTrunc[k+1]
+				b.formatMarks(&m, k+1, mark, trunc)
 			}
 			bt.alt[k] = append(bt.alt[k], m)
 		}
@@ -1274,6 +1266,24 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		return b.flush(ctx)
 	}
 	return nil
+}
+
+// formatMarks sets on m what format k makes of the change: the
+// transaction mark when the format has transaction metadata, and, for a
+// TRUNCATE the format writes as Debezium's op "t" event, Truncate and the
+// data role (the event goes to the table's topic, not with the DDL).
+func (b *builder) formatMarks(m *Message, k int, mark *TxnMark, trunc bool) {
+	m.Txn = nil
+	if b.fmtTxn[k] {
+		m.Txn = mark
+	}
+	m.Truncate = trunc && b.fmtTrunc[k]
+	if m.Op == binlog.OpDDL {
+		m.Role = RoleSchemaChange
+		if m.Truncate {
+			m.Role = RoleData
+		}
+	}
 }
 
 // heldBy returns the sinks that hold the whole transaction t of source si

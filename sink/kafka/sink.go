@@ -752,12 +752,12 @@ func (s *Sink) txnRecord(m *pipeline.Message, tm *pipeline.TxnMark, end bool, hd
 // table: a table's topic for data; in format debezium, for a schema
 // change, the schema-change topic (schema_change_topic, which the
 // recovery scan reads as it reads the table topics), or "" (not written)
-// with include.schema.changes false; a TRUNCATE written as Debezium's op
-// "t" event (Message.Truncate) goes to its table's topic. In format sluice
-// a DDL message goes to its table's topic.
+// with include.schema.changes false (a TRUNCATE written as Debezium's op
+// "t" event has the data role). In format sluice a DDL message goes to its
+// table's topic.
 func (s *Sink) topicOf(m *pipeline.Message) (string, error) {
 	tmpl, table := &s.topic, m.Table
-	if m.Role == pipeline.RoleSchemaChange && s.cfg.Format.IsDebezium() && !m.Truncate {
+	if m.Role == pipeline.RoleSchemaChange && s.cfg.Format.IsDebezium() {
 		if s.schemaTopic == nil {
 			return "", nil
 		}
