@@ -119,6 +119,12 @@ func validLen[S ~string | ~[]byte](s S, i int) int {
 	return 0
 }
 
+// AppendString appends s as a JSON string: quoted, escaped, each byte
+// that is not part of a valid UTF-8 sequence replaced by \ufffd. It is the
+// one JSON string quoter of sluice's outputs (strconv's quoting is Go
+// syntax, not JSON: it writes \x01 for a control byte).
+func AppendString(dst []byte, s string) []byte { return appendQuoted(dst, s) }
+
 // appendQuoted appends s, which should be UTF-8, as a JSON string: quoted,
 // escaped, and with each byte that is not part of a valid UTF-8 sequence
 // replaced by \ufffd.

@@ -401,20 +401,20 @@ const (
 // AppendEnd appends the JSON of an end position (for HeaderEnd).
 func AppendEnd(dst []byte, p *position.Position) []byte {
 	dst = append(dst, `{"file":`...)
-	dst = strconv.AppendQuote(dst, p.File)
+	dst = codec.AppendString(dst, p.File)
 	dst = append(dst, `,"pos":`...)
 	dst = strconv.AppendUint(dst, uint64(p.Offset), 10)
 	if p.GTIDs != "" {
 		dst = append(dst, `,"gtids":`...)
-		dst = strconv.AppendQuote(dst, p.GTIDs)
+		dst = codec.AppendString(dst, p.GTIDs)
 	}
 	if p.Flavor != "" {
 		dst = append(dst, `,"flavor":`...)
-		dst = strconv.AppendQuote(dst, string(p.Flavor))
+		dst = codec.AppendString(dst, string(p.Flavor))
 	}
 	if p.Server != "" {
 		dst = append(dst, `,"server":`...)
-		dst = strconv.AppendQuote(dst, p.Server)
+		dst = codec.AppendString(dst, p.Server)
 	}
 	return append(dst, '}')
 }

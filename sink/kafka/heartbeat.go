@@ -26,13 +26,14 @@ package kafka
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-cdc/sluice/codec"
 )
 
 const (
@@ -145,8 +146,7 @@ func (s *Sink) heartbeatKey(source string) []byte {
 		b = append(b, `{"schema":`+heartbeatKeySchema+`,"payload":`...)
 	}
 	b = append(b, `{"serverName":`...)
-	q, _ := json.Marshal(source)
-	b = append(b, q...)
+	b = codec.AppendString(b, source)
 	b = append(b, '}')
 	if s.cfg.Format.Schemas {
 		b = append(b, '}')

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sluice-cdc/sluice/codec"
 )
 
 // topicPartition names one partition.
@@ -46,7 +48,7 @@ func (o offsets) String() string {
 			if i > 0 {
 				b = append(b, "},"...)
 			}
-			b = strconv.AppendQuote(b, tp.topic) // topic names are plain ASCII
+			b = codec.AppendString(b, tp.topic)
 			b = append(b, ":{"...)
 		} else {
 			b = append(b, ',')
