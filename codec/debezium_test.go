@@ -543,3 +543,24 @@ func TestDebeziumValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestDebeziumTableChangePoint: without a declared definition, a POINT
+// column's tableChanges entry is named POINT, as Debezium's parser names
+// it, and any other spatial column GEOMETRY.
+func TestDebeziumTableChangePoint(t *testing.T) {
+	enc := NewEncoder(Source{Name: "srv", ServerID: 7, Version: "1.0"}, WithFormat(Format{Name: FormatDebezium}), WithClock(dbzFixedClock))
+	tb := &binlog.Table{Schema: "shop", Name: "g", PrimaryKey: []int{0}, Columns: []binlog.Column{
+		{Name: "id", Type: mysql.MYSQL_TYPE_LONG, Kind: binlog.KindInt},
+		{Name: "pt", Type: mysql.MYSQL_TYPE_GEOMETRY, Kind: binlog.KindGeometry, Point: true, Nullable: true},
+		{Name: "gm", Type: mysql.MYSQL_TYPE_GEOMETRY, Kind: binlog.KindGeometry, Nullable: true},
+	}}
+	ddl := binlog.Change{Op: binlog.OpDDL, Table: &binlog.Table{Schema: "shop", Name: "g"}, Query: "CREATE TABLE g (id INT PRIMARY KEY, pt POINT, gm GEOMETRY)", Schema: "shop",
+		File: "binlog.000001", Pos: 4, TableChanges: []binlog.TableChange{{DB: "shop", Table: "g", After: tb, Kind: "CREATE"}}}
+	out := string(enc.AppendChange(nil, &binlog.Txn{GTID: "g:1", ServerID: 5}, &ddl))
+	for _, want := range []string{`{"name":"pt","jdbcType":1111,"nativeType":null,"typeName":"POINT","typeExpression":"POINT"`,
+		`{"name":"gm","jdbcType":1111,"nativeType":null,"typeName":"GEOMETRY","typeExpression":"GEOMETRY"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the schema-change event lacks %s:\n%s", want, out)
+		}
+	}
+}
