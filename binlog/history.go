@@ -1049,6 +1049,7 @@ func (h *History) toTable(t *histTable, s state) (*Table, error) {
 			col.Nullable = *cd.Type.Options.Null
 		}
 		col.Type = typeFromInfoSchema(ty)
+		col.Point = ty == "point"
 		switch ty {
 		case "integer":
 			col.Type = mysql.MYSQL_TYPE_LONG

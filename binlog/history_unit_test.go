@@ -114,3 +114,28 @@ func TestHistoryApply(t *testing.T) {
 		t.Fatal("an old statement was applied again")
 	}
 }
+
+// TestHistoryPoint: the history marks a column declared POINT, and no
+// other spatial column, as information_schema and the binlog do.
+func TestHistoryPoint(t *testing.T) {
+	h := NewHistory(position.MySQL, nil, nil, nil)
+	h.base = HistoryState{Pos: position.Position{File: "b.000001", Offset: 4}, Databases: map[string]string{"d": "utf8mb4"}}
+	h.cur = h.replay(h.base, nil, position.Position{})
+	if _, err := h.ApplyDDL(context.Background(), position.Position{File: "b.000001", Offset: 100}, "d",
+		"CREATE TABLE t (id INT PRIMARY KEY, pt POINT NOT NULL SRID 4326, g GEOMETRY, ls LINESTRING, mp MULTIPOINT, p2 point)"); err != nil {
+		t.Fatal(err)
+	}
+	def, err := h.Columns(context.Background(), "d", "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"id": false, "pt": true, "g": false, "ls": false, "mp": false, "p2": true}
+	if len(def.Columns) != len(want) {
+		t.Fatalf("%d columns, want %d", len(def.Columns), len(want))
+	}
+	for _, c := range def.Columns {
+		if c.Point != want[c.Name] {
+			t.Errorf("column %s: Point %v, want %v", c.Name, c.Point, want[c.Name])
+		}
+	}
+}

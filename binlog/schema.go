@@ -129,6 +129,7 @@ func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, 
 		t.PrimaryKey = append(t.PrimaryKey, int(k))
 	}
 	t.FromBinlog = len(tm.ColumnName) == n && n > 0
+	geomTypes := tm.GeometryTypeMap()
 	needSource := !t.FromBinlog
 	if t.FromBinlog && c.hist != nil {
 		c.hist.check(t, where)
@@ -143,6 +144,13 @@ func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, 
 			}
 		} else if err := merge(t, def, needSource); err != nil && needSource {
 			return nil, fmt.Errorf("%w: table %s at %s: %v (the table changed after this event was written; restart from a position after the DDL, or set binlog_row_metadata=FULL so the binlog carries its own schema)", ErrSchemaMismatch, t.QualifiedName(), where, err)
+		}
+	}
+	// The binlog's GEOMETRY_TYPE metadata (FULL) is the table as the row
+	// was written; it wins over a later definition.
+	for i, g := range geomTypes {
+		if i < n {
+			t.Columns[i].Point = g == geometryTypePoint
 		}
 	}
 	if needSource && c.src == nil {
@@ -234,6 +242,7 @@ func merge(t *Table, def *Table, names bool) error {
 	for i := range t.Columns {
 		bc, dc := &t.Columns[i], &def.Columns[i]
 		bc.jsonText = dc.jsonText
+		bc.Point = dc.Point
 		if !names {
 			continue
 		}
@@ -429,6 +438,7 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 		nullable := resultString(rs, i, 4)
 		col := Column{Name: name, Charset: charset, Nullable: nullable == "YES"}
 		col.Type = typeFromInfoSchema(strings.ToLower(dataType))
+		col.Point = strings.EqualFold(dataType, "point")
 		lc := strings.ToLower(colType)
 		col.Unsigned = strings.Contains(lc, "unsigned")
 		switch col.Type {
@@ -502,6 +512,11 @@ func ParseMembers(colType string) []string {
 	}
 	return out
 }
+
+// geometryTypePoint is POINT in a TABLE_MAP event's GEOMETRY_TYPE
+// metadata (the server's Field::geometry_type: 0 GEOMETRY, 1 POINT,
+// 2 LINESTRING...).
+const geometryTypePoint = 1
 
 func typeFromInfoSchema(dataType string) byte {
 	switch dataType {

@@ -37,6 +37,10 @@ type Column struct {
 	Precision int
 	// BitLen is the number of bits of a BIT column.
 	BitLen int
+	// Point marks a spatial column declared POINT (the binlog's
+	// GEOMETRY_TYPE metadata, information_schema's DATA_TYPE, the history's
+	// declared type); false for every other spatial type and when unknown.
+	Point bool
 
 	// jsonText marks a MariaDB JSON column: logged as LONGTEXT, holding JSON.
 	jsonText bool

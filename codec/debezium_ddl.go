@@ -182,6 +182,9 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 			name, length, scale = cd.Type, cd.Length, cd.Scale
 		} else {
 			name = strings.ToUpper(c.TypeName())
+			if c.Point {
+				name = "POINT" // the spatial column's declared subtype, as Debezium's parser names it
+			}
 			if c.Unsigned {
 				name += " UNSIGNED"
 			}

@@ -125,7 +125,12 @@ func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column) []byte {
 	switch typ {
 	case "array":
 		dst = append(dst, `,"items":{"type":"float","optional":false}`...)
-	case "struct": // geometry; Debezium's Geometry schema is always optional
+	case "struct":
+		if col.Point { // Debezium's Point: optional as the column is
+			dst = append(dst, `,"fields":[{"type":"double","optional":false,"field":"x"},{"type":"double","optional":false,"field":"y"},{"type":"bytes","optional":true,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}]`...)
+			break
+		}
+		// Debezium's Geometry schema is always optional.
 		dst = append(dst, `,"fields":[{"type":"bytes","optional":false,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}]`...)
 		optional = true
 	}
@@ -138,7 +143,11 @@ func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column) []byte {
 		dst = strconv.AppendInt(dst, int64(version), 10)
 	}
 	if typ == "struct" {
-		dst = append(dst, `,"doc":"Geometry"`...)
+		if col.Point {
+			dst = append(dst, `,"doc":"Geometry (POINT)"`...)
+		} else {
+			dst = append(dst, `,"doc":"Geometry"`...)
+		}
 	}
 	if len(params) > 0 {
 		dst = append(dst, `,"parameters":{`...)
@@ -234,6 +243,9 @@ func (d *dbzState) columnType(col *binlog.Column) (typ, logical string, version 
 		}
 		return "string", "", 0, nil
 	case binlog.KindGeometry:
+		if col.Point {
+			return "struct", "io.debezium.data.geometry.Point", 1, nil
+		}
 		return "struct", "io.debezium.data.geometry.Geometry", 1, nil
 	case binlog.KindEnum:
 		return "string", "io.debezium.data.Enum", 1, []string{"allowed", allowedList(col.Enum)}

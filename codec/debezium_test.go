@@ -104,6 +104,9 @@ var dbzCases = func() []dbzCase {
 	enum := binlog.Column{Type: mysql.MYSQL_TYPE_ENUM, Kind: binlog.KindEnum, Enum: []string{"a", "b", "c"}}
 	set := binlog.Column{Type: mysql.MYSQL_TYPE_SET, Kind: binlog.KindSet, Set: []string{"a", "b", "c"}}
 	geom := binlog.Column{Type: mysql.MYSQL_TYPE_GEOMETRY, Kind: binlog.KindGeometry}
+	point := binlog.Column{Type: mysql.MYSQL_TYPE_GEOMETRY, Kind: binlog.KindGeometry, Point: true}
+	nullPoint := point
+	nullPoint.Nullable = true
 	point12 := "\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\xf0\x3f\x00\x00\x00\x00\x00\x00\x00\x40"
 	const (
 		int16S = `{"type":"int16","optional":false}`
@@ -255,6 +258,16 @@ var dbzCases = func() []dbzCase {
 		{name: "geometry point srid 0", col: geom, val: str(binlog.KindGeometry, "\x00\x00\x00\x00"+point12), want: w(`{"wkb":"AQEAAAAAAAAAAADwPwAAAAAAAABA","srid":null}`),
 			schema: `{"type":"struct","fields":[{"type":"bytes","optional":false,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}],"optional":true,"name":"io.debezium.data.geometry.Geometry","version":1,"doc":"Geometry"}`},
 		{name: "geometry point srid 4326", col: geom, val: str(binlog.KindGeometry, "\xe6\x10\x00\x00"+point12), want: w(`{"wkb":"AQEAAAAAAAAAAADwPwAAAAAAAABA","srid":4326}`)},
+
+		// POINT: Debezium's Point {x, y, wkb, srid}; optional as the column is.
+		{name: "point srid 0", col: point, val: str(binlog.KindGeometry, "\x00\x00\x00\x00"+point12), want: w(`{"x":1.0,"y":2.0,"wkb":"AQEAAAAAAAAAAADwPwAAAAAAAABA","srid":null}`),
+			schema: `{"type":"struct","fields":[{"type":"double","optional":false,"field":"x"},{"type":"double","optional":false,"field":"y"},{"type":"bytes","optional":true,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}],"optional":false,"name":"io.debezium.data.geometry.Point","version":1,"doc":"Geometry (POINT)"}`},
+		{name: "point nullable srid 4326", col: nullPoint, val: str(binlog.KindGeometry, "\xe6\x10\x00\x00"+point12), want: w(`{"x":1.0,"y":2.0,"wkb":"AQEAAAAAAAAAAADwPwAAAAAAAABA","srid":4326}`),
+			schema: `{"type":"struct","fields":[{"type":"double","optional":false,"field":"x"},{"type":"double","optional":false,"field":"y"},{"type":"bytes","optional":true,"field":"wkb"},{"type":"int32","optional":true,"field":"srid"}],"optional":true,"name":"io.debezium.data.geometry.Point","version":1,"doc":"Geometry (POINT)"}`},
+		// Big-endian WKB; x -0.5, y 1.0E10 in Java's notation.
+		{name: "point big-endian", col: point, val: str(binlog.KindGeometry, "\x00\x00\x00\x00\x00\x00\x00\x00\x01\xbf\xe0\x00\x00\x00\x00\x00\x00\x42\x02\xa0\x5f\x20\x00\x00\x00"), want: w(`{"x":-0.5,"y":1.0E10,"wkb":"AAAAAAG/4AAAAAAAAEICoF8gAAAA","srid":null}`)},
+		// Not a 2D point (a LINESTRING's WKB): no invented coordinates.
+		{name: "point not a point", col: point, val: str(binlog.KindGeometry, "\x00\x00\x00\x00\x01\x02\x00\x00\x00\x00\x00\x00\x00"), want: w(`{"x":null,"y":null,"wkb":"AQIAAAAAAAAA","srid":null}`)},
 
 		// VECTOR: an array of floats.
 		{name: "vector", col: binlog.Column{Type: mysql.MYSQL_TYPE_VECTOR, Kind: binlog.KindVector}, val: binlog.BytesValue(binlog.KindVector, f32bytes(1.5, -2, 0.1)), want: w("[1.5,-2.0,0.1]"),
@@ -527,6 +540,27 @@ func TestDebeziumValidate(t *testing.T) {
 		err := f.Validate()
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%+v: got %v, want an error containing %q", f, err, want)
+		}
+	}
+}
+
+// TestDebeziumTableChangePoint: without a declared definition, a POINT
+// column's tableChanges entry is named POINT, as Debezium's parser names
+// it, and any other spatial column GEOMETRY.
+func TestDebeziumTableChangePoint(t *testing.T) {
+	enc := NewEncoder(Source{Name: "srv", ServerID: 7, Version: "1.0"}, WithFormat(Format{Name: FormatDebezium}), WithClock(dbzFixedClock))
+	tb := &binlog.Table{Schema: "shop", Name: "g", PrimaryKey: []int{0}, Columns: []binlog.Column{
+		{Name: "id", Type: mysql.MYSQL_TYPE_LONG, Kind: binlog.KindInt},
+		{Name: "pt", Type: mysql.MYSQL_TYPE_GEOMETRY, Kind: binlog.KindGeometry, Point: true, Nullable: true},
+		{Name: "gm", Type: mysql.MYSQL_TYPE_GEOMETRY, Kind: binlog.KindGeometry, Nullable: true},
+	}}
+	ddl := binlog.Change{Op: binlog.OpDDL, Table: &binlog.Table{Schema: "shop", Name: "g"}, Query: "CREATE TABLE g (id INT PRIMARY KEY, pt POINT, gm GEOMETRY)", Schema: "shop",
+		File: "binlog.000001", Pos: 4, TableChanges: []binlog.TableChange{{DB: "shop", Table: "g", After: tb, Kind: "CREATE"}}}
+	out := string(enc.AppendChange(nil, &binlog.Txn{GTID: "g:1", ServerID: 5}, &ddl))
+	for _, want := range []string{`{"name":"pt","jdbcType":1111,"nativeType":null,"typeName":"POINT","typeExpression":"POINT"`,
+		`{"name":"gm","jdbcType":1111,"nativeType":null,"typeName":"GEOMETRY","typeExpression":"GEOMETRY"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the schema-change event lacks %s:\n%s", want, out)
 		}
 	}
 }

@@ -105,6 +105,9 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		}
 		return appendBase64(dst, b)
 	case binlog.KindGeometry:
+		if col.Point {
+			return appendPoint(dst, v.Bytes())
+		}
 		return appendGeometry(dst, v.Bytes())
 	case binlog.KindEnum:
 		i := v.Uint()
@@ -203,6 +206,11 @@ func appendHex(dst, b []byte) []byte {
 // appendGeometry writes io.debezium.data.geometry.Geometry: the WKB after
 // MySQL's 4-byte little-endian SRID, and the SRID (null for 0).
 func appendGeometry(dst, b []byte) []byte {
+	return append(appendWKBSRID(append(dst, '{'), b), '}')
+}
+
+// appendWKBSRID writes the wkb and srid fields of a Geometry or Point.
+func appendWKBSRID(dst, b []byte) []byte {
 	var srid uint32
 	if len(b) >= 4 {
 		srid = binary.LittleEndian.Uint32(b)
@@ -210,15 +218,49 @@ func appendGeometry(dst, b []byte) []byte {
 	} else {
 		b = nil
 	}
-	dst = append(dst, `{"wkb":`...)
+	dst = append(dst, `"wkb":`...)
 	dst = appendBase64(dst, b)
 	dst = append(dst, `,"srid":`...)
 	if srid == 0 {
-		dst = append(dst, "null"...)
-	} else {
-		dst = strconv.AppendInt(dst, int64(int32(srid)), 10)
+		return append(dst, "null"...)
 	}
-	return append(dst, '}')
+	return strconv.AppendInt(dst, int64(int32(srid)), 10)
+}
+
+// appendPoint writes io.debezium.data.geometry.Point, a POINT column's
+// value: x and y read from the WKB (either byte order), then the WKB and
+// the SRID as in appendGeometry. A value that is not a 2D point's 21-byte
+// WKB (the server stores none in a POINT column; Debezium fails on one)
+// gets null coordinates rather than invented ones.
+func appendPoint(dst, b []byte) []byte {
+	dst = append(dst, `{"x":`...)
+	x, y, ok := pointXY(b)
+	if ok && finite(x) && finite(y) {
+		dst = appendJavaFloat(dst, x, 64)
+		dst = append(dst, `,"y":`...)
+		dst = appendJavaFloat(dst, y, 64)
+	} else {
+		dst = append(dst, `null,"y":null`...)
+	}
+	dst = append(dst, ',')
+	return append(appendWKBSRID(dst, b), '}')
+}
+
+// pointXY reads the coordinates of a 2D point from MySQL's geometry
+// format (4-byte SRID, then WKB: byte order, type 1, x, y).
+func pointXY(b []byte) (x, y float64, ok bool) {
+	if len(b) != 4+21 {
+		return 0, 0, false
+	}
+	w := b[4:]
+	var order binary.ByteOrder = binary.BigEndian
+	if w[0] != 0 {
+		order = binary.LittleEndian
+	}
+	if order.Uint32(w[1:]) != 1 {
+		return 0, 0, false
+	}
+	return math.Float64frombits(order.Uint64(w[5:])), math.Float64frombits(order.Uint64(w[13:])), true
 }
 
 // appendDbzSet writes a SET as Debezium does: the names of the set bits

@@ -240,6 +240,7 @@ func setType(col *binlog.Column, mariaDB bool, dataType, colType string, prec, s
 	case "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
 		"multipolygon", "geometrycollection", "geomcollection":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_GEOMETRY, binlog.KindGeometry
+		col.Point = dataType == "point"
 		if mariaDB {
 			col.Charset, col.Collation = "binary", collationBinary
 		}

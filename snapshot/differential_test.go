@@ -327,7 +327,7 @@ func compareColumns(t *testing.T, st, bt *binlog.Table, report func(col, format 
 			{"Unsigned", s.Unsigned, b.Unsigned}, {"Nullable", s.Nullable, b.Nullable},
 			{"Charset", s.Charset, b.Charset}, {"Collation", s.Collation, b.Collation},
 			{"Enum", s.Enum, b.Enum}, {"Set", s.Set, b.Set}, {"Frac", s.Frac, b.Frac},
-			{"Precision", s.Precision, b.Precision}, {"BitLen", s.BitLen, b.BitLen},
+			{"Precision", s.Precision, b.Precision}, {"BitLen", s.BitLen, b.BitLen}, {"Point", s.Point, b.Point},
 		} {
 			if !reflect.DeepEqual(f.got, f.exp) {
 				report(b.Name, "column %d %s: %s is %#v from Describe, %#v from the binlog", i+1, b.Name, f.name, f.got, f.exp)

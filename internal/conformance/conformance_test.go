@@ -232,6 +232,62 @@ var families = []family{
 	}},
 }
 
+// dbzWants are the values format debezium writes (in every mode, schemas
+// on or off) for some columns, as Debezium's MySQL connector does:
+// "table.column" -> the value of row id k at [k-1] (null past the end),
+// and the logical name of the column's schema.
+var dbzWants = map[string]struct {
+	vals []string
+	name string
+}{
+	// POINT is Debezium's Point {x, y, wkb, srid}; other spatial types its Geometry {wkb, srid}.
+	"spatial.pt":   {[]string{dbzPoint(0, 1.5, -2.25, "1.5", "-2.25")}, "io.debezium.data.geometry.Point"},
+	"spatial.g":    {[]string{dbzGeometry(point(0, 1, 2)), dbzGeometry(point(0, -0.5, 1e300))}, "io.debezium.data.geometry.Geometry"},
+	"spatial.ls":   {[]string{dbzGeometry(lineString(0, 0, 0, 1, 1))}, "io.debezium.data.geometry.Geometry"},
+	"mysqlonly.pt": {[]string{dbzPoint(4326, -73.25, 45.5, "-73.25", "45.5")}, "io.debezium.data.geometry.Point"},
+}
+
+// dbzGeometry is Debezium's Geometry value of MySQL's internal form g.
+func dbzGeometry(g []byte) string {
+	srid := "null"
+	if s := binary.LittleEndian.Uint32(g); s != 0 {
+		srid = strconv.FormatUint(uint64(s), 10)
+	}
+	return `{"wkb":` + b64(g[4:]...) + `,"srid":` + srid + `}`
+}
+
+// dbzPoint is Debezium's Point value of POINT(x y) with an SRID, x and y
+// as Java writes them.
+func dbzPoint(srid uint32, x, y float64, xs, ys string) string {
+	return `{"x":` + xs + `,"y":` + ys + `,` + strings.TrimPrefix(dbzGeometry(point(srid, x, y)), "{")
+}
+
+// afterFieldName is the logical name of column's field in the after half
+// of a Debezium envelope schema.
+func afterFieldName(t *testing.T, schema, column string) string {
+	t.Helper()
+	type field struct {
+		Field  string  `json:"field"`
+		Name   string  `json:"name"`
+		Fields []field `json:"fields"`
+	}
+	var env field
+	if err := json.Unmarshal([]byte(schema), &env); err != nil {
+		t.Fatalf("schema is not JSON: %v", err)
+	}
+	for _, half := range env.Fields {
+		if half.Field != "after" {
+			continue
+		}
+		for _, f := range half.Fields {
+			if f.Field == column {
+				return f.Name
+			}
+		}
+	}
+	return ""
+}
+
 // knownGaps are the columns ("table.column") in which the snapshot and the
 // stream are known to differ, and why: the test logs their differences
 // instead of failing, and fails once a gap is no longer seen (then take it
@@ -550,6 +606,26 @@ func TestSnapshotStreamConformance(t *testing.T) {
 							t.Errorf("id=%d after image: snapshot %s, stream %s", id, abbrev(se.after), abbrev(be.after))
 						}
 						if fm.name != "sluice" {
+							for _, c := range fam.cols {
+								dw, ok := dbzWants[fam.name+"."+c.name]
+								if !ok {
+									continue
+								}
+								want := "null"
+								if id <= len(dw.vals) {
+									want = dw.vals[id-1]
+								}
+								for path, got := range map[string]string{"snapshot": sv[c.name], "stream": bv[c.name]} {
+									if got != want {
+										t.Errorf("%s %s id=%d: %s wrote %s, want %s", c.def, c.name, id, path, got, want)
+									}
+								}
+								if se.schema != "" {
+									if got := afterFieldName(t, se.schema, c.name); got != dw.name {
+										t.Errorf("%s %s: the schema names the field %q, want %q", c.def, c.name, got, dw.name)
+									}
+								}
+							}
 							continue
 						}
 						// The conformance table: the values FORMAT.md gives.
