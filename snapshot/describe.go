@@ -153,6 +153,7 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 		}
 	}
 
+	readCreate(c, t, mariaDB)
 	if err := readKey(c, info); err != nil {
 		return nil, err
 	}
@@ -333,6 +334,25 @@ func contains(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// readCreate sets the columns' defaults, and the ENUM and SET members as
+// written, from SHOW CREATE TABLE read with the binlog reader's parser
+// (binlog.ParseCreateTable), as the reader has them: COLUMN_TYPE shows a
+// 4-byte UTF-8 character of a member as '?' on MySQL. Without it the
+// columns keep no default and information_schema's members.
+func readCreate(c *client.Conn, t *binlog.Table, mariaDB bool) {
+	rs, err := c.Execute("SHOW CREATE TABLE " + quoteName(t.Schema, t.Name))
+	if err != nil {
+		return
+	}
+	create := cell(rs, 0, 1)
+	rs.Close()
+	def, err := binlog.ParseCreateTable(create, mariaDB)
+	if err != nil {
+		return
+	}
+	binlog.ApplyCreateTable(t, def)
 }
 
 // readJSONChecks marks MariaDB's JSON columns: LONGTEXT with a
