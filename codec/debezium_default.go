@@ -24,6 +24,11 @@ func (d *dbzState) defaultValue(col *binlog.Column) []byte {
 	s := *col.Default
 	switch col.Kind {
 	case binlog.KindString, binlog.KindJSON, binlog.KindSet, binlog.KindEnum:
+		// MySQL's SHOW CREATE TABLE writes a default with a 4-byte
+		// UTF-8 character as a hex literal (0xF09F9880).
+		if hb, ok := hexLiteral(s); ok && col.Kind != binlog.KindString {
+			return appendQuoted(nil, hb)
+		}
 		return appendQuoted(nil, s)
 	case binlog.KindBytes:
 		b := []byte(s)

@@ -153,7 +153,9 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 		}
 	}
 
-	readCreate(c, t, mariaDB)
+	if err := readCreate(c, t, mariaDB); err != nil {
+		return nil, err
+	}
 	if err := readKey(c, info); err != nil {
 		return nil, err
 	}
@@ -341,18 +343,32 @@ func contains(s []int, v int) bool {
 // (binlog.ParseCreateTable), as the reader has them: COLUMN_TYPE shows a
 // 4-byte UTF-8 character of a member as '?' on MySQL. Without it the
 // columns keep no default and information_schema's members.
-func readCreate(c *client.Conn, t *binlog.Table, mariaDB bool) {
-	rs, err := c.Execute("SHOW CREATE TABLE " + quoteName(t.Schema, t.Name))
-	if err != nil {
-		return
+//
+// The statement's text is asked for in UTF-8 (the session's
+// character_set_results is NULL, which gives it in the dictionary's
+// utf8mb3, a 4-byte character as '?'), then the session is set back.
+func readCreate(c *client.Conn, t *binlog.Table, mariaDB bool) error {
+	if _, err := c.Execute("SET character_set_results = utf8mb4"); err != nil {
+		return fmt.Errorf("snapshot: preparing to read SHOW CREATE TABLE: %w", err)
 	}
-	create := cell(rs, 0, 1)
-	rs.Close()
+	rs, err := c.Execute("SHOW CREATE TABLE " + quoteName(t.Schema, t.Name))
+	create := ""
+	if err == nil {
+		create = cell(rs, 0, 1)
+		rs.Close()
+	}
+	if _, err := c.Execute("SET character_set_results = NULL"); err != nil {
+		return fmt.Errorf("snapshot: restoring the session after SHOW CREATE TABLE: %w", err)
+	}
+	if err != nil {
+		return nil // no defaults, information_schema's members
+	}
 	def, err := binlog.ParseCreateTable(create, mariaDB)
 	if err != nil {
-		return
+		return nil
 	}
 	binlog.ApplyCreateTable(t, def)
+	return nil
 }
 
 // readJSONChecks marks MariaDB's JSON columns: LONGTEXT with a
