@@ -30,14 +30,16 @@ import (
 func TestDebeziumSchemaDefaults(t *testing.T) {
 	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
 		// FULL: the binlog's own metadata, defaults from
-		// information_schema's reader; MINIMAL: all from it.
+		// information_schema's reader; MINIMAL: all from it; with a
+		// schema history, from the history's definitions.
 		for _, meta := range []string{"FULL", "MINIMAL"} {
-			t.Run(meta, func(t *testing.T) { dbzDefaults(t, flavor, meta) })
+			t.Run(meta, func(t *testing.T) { dbzDefaults(t, flavor, meta, false) })
+			t.Run(meta+"/history", func(t *testing.T) { dbzDefaults(t, flavor, meta, true) })
 		}
 	})
 }
 
-func dbzDefaults(t *testing.T, flavor position.Flavor, meta string) {
+func dbzDefaults(t *testing.T, flavor position.Flavor, meta string, history bool) {
 	db := testenv.StartT(t, testenv.Options{Flavor: flavor, RowMetadata: meta})
 	ctx := context.Background()
 	create := "CREATE TABLE app.t (id INT PRIMARY KEY, i INT DEFAULT 5, n INT NOT NULL DEFAULT -7, u BIGINT UNSIGNED DEFAULT 18446744073709551615, " +
@@ -73,11 +75,16 @@ func dbzDefaults(t *testing.T, flavor position.Flavor, meta string) {
 		}
 		sinks = append(sinks, s)
 	}
+	store := &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}
+	sc := pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "initial"}}
+	if history {
+		sc.Schema = &checkpoint.FileSchemaStore{Path: checkpoint.SchemaPath(store.Path, "db1")}
+	}
 	p, err := pipeline.New(pipeline.Config{
 		Name:            "dbzdef",
-		Source:          pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "initial"}},
+		Source:          sc,
 		Sinks:           sinks,
-		Store:           &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")},
+		Store:           store,
 		CheckpointEvery: 20 * time.Millisecond,
 		RetryMin:        10 * time.Millisecond,
 	})
@@ -93,6 +100,9 @@ func dbzDefaults(t *testing.T, flavor position.Flavor, meta string) {
 		for _, seg := range segs {
 			b, _ := os.ReadFile(seg)
 			for l := range bytes.Lines(b) {
+				if bytes.Contains(l, []byte(`"ddl":`)) {
+					continue // the CREATE TABLE's schema-change event
+				}
 				out = append(out, bytes.TrimSuffix(l, []byte("\n")))
 			}
 		}
@@ -120,6 +130,15 @@ func dbzDefaults(t *testing.T, flavor position.Flavor, meta string) {
 		t.Fatal(err)
 	}
 	wait(4)
+	// A table created while streaming: with a history, its definition is
+	// the statement as typed (DEFAULT 1.5 for DECIMAL(5,2)), not the
+	// server's SHOW CREATE TABLE.
+	if err := db.Exec(ctx, strings.Replace(create, "app.t ", "app.t2 ", 1),
+		"INSERT INTO app.t2 (id, tc) VALUES (5, '2021-01-01 00:00:00')",
+		"INSERT INTO app.t2 (id, tc, i, v, nn) VALUES (6, '2021-01-01 00:00:00', NULL, NULL, NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	wait(6)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -134,11 +153,14 @@ func dbzDefaults(t *testing.T, flavor position.Flavor, meta string) {
 		After   map[string]json.RawMessage
 	}
 	for i, f := range formats {
-		ls := lines(i)
-		if len(ls) != 4 {
-			t.Fatalf("format %+v: %d lines, want 4", f, len(ls))
+		var ls [][]byte
+		for _, l := range lines(i) {
+			ls = append(ls, bytes.ReplaceAll(l, []byte(`"db1.app.t2.`), []byte(`"db1.app.t.`)))
 		}
-		var evs [4]event
+		if len(ls) != 6 {
+			t.Fatalf("format %+v: %d lines, want 6", f, len(ls))
+		}
+		var evs [6]event
 		for j, l := range ls {
 			if err := json.Unmarshal(l, &evs[j]); err != nil {
 				t.Fatalf("format %+v line %d: %v: %s", f, j, err, l)
@@ -150,19 +172,21 @@ func dbzDefaults(t *testing.T, flavor position.Flavor, meta string) {
 		// Snapshot (lines 0, 1) and stream (2, 3): the same schema, the
 		// same values but id.
 		for j := 0; j < 2; j++ {
-			a, b := evs[j].After, evs[j+2].After
-			if a == nil || b == nil {
-				t.Fatalf("format %+v: no after image in %s / %s", f, ls[j], ls[j+2])
-			}
-			delete(a, "id")
-			delete(b, "id")
-			ja, _ := json.Marshal(a)
-			jb, _ := json.Marshal(b)
-			if !bytes.Equal(ja, jb) {
-				t.Fatalf("format %+v row %d: snapshot and stream differ:\nsnapshot %s\nstream   %s", f, j+1, ja, jb)
-			}
-			if f.Schemas && !bytes.Equal(evs[j].Schema, evs[j+2].Schema) {
-				t.Fatalf("format %+v: snapshot and stream schemas differ:\nsnapshot %s\nstream   %s", f, evs[j].Schema, evs[j+2].Schema)
+			for _, k := range []int{j + 2, j + 4} {
+				a, b := evs[j].After, evs[k].After
+				if a == nil || b == nil {
+					t.Fatalf("format %+v: no after image in %s / %s", f, ls[j], ls[k])
+				}
+				delete(a, "id")
+				delete(b, "id")
+				ja, _ := json.Marshal(a)
+				jb, _ := json.Marshal(b)
+				if !bytes.Equal(ja, jb) {
+					t.Fatalf("format %+v row %d: snapshot and stream differ:\nsnapshot %s\nstream   %s", f, k+1, ja, jb)
+				}
+				if f.Schemas && !bytes.Equal(evs[j].Schema, evs[k].Schema) {
+					t.Fatalf("format %+v: snapshot and stream schemas differ (row %d):\nsnapshot %s\nstream   %s", f, k+1, evs[j].Schema, evs[k].Schema)
+				}
 			}
 		}
 		row := evs[0].After
