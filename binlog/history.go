@@ -470,7 +470,10 @@ func (h *History) Invalidate(db, table string) {
 
 // check compares the binlog's own column metadata with the history's
 // definition of t's table, and reports a difference.
-func (h *History) check(t *Table, where eventPos) {
+//
+// It copies the history's column defaults into t when the definitions
+// agree, and reports whether it did.
+func (h *History) check(t *Table, where eventPos) bool {
 	h.mu.Lock()
 	ht, ok := h.cur.tables[histKey(t.Schema, t.Name)]
 	var def *Table
@@ -482,7 +485,7 @@ func (h *History) check(t *Table, where eventPos) {
 	}
 	h.mu.Unlock()
 	if def == nil {
-		return
+		return false
 	}
 	var diff string
 	if len(def.Columns) != len(t.Columns) {
@@ -500,10 +503,31 @@ func (h *History) check(t *Table, where eventPos) {
 			}
 		}
 	}
-	if diff != "" {
+	if diff == "" {
+		for i := range t.Columns {
+			t.Columns[i].Default = def.Columns[i].Default
+		}
+		return true
+	}
+	{
 		h.mismatches.Add(1)
 		h.log.Warn("schema history: the binlog's column metadata differs from the history's definition (the binlog's is used)", "table", t.QualifiedName(), "at", where.String(), "difference", diff)
 	}
+	return false
+}
+
+// ParseCreateTable reads a CREATE TABLE statement (SHOW CREATE TABLE's
+// text) with the schema history's parser and returns its columns as the
+// history gives them: Name, Type, Nullable, Unsigned, Enum, Set and
+// Default (Schema and Name of the table are empty; character sets are not
+// meant to be used). mariaDB selects MariaDB's reading of JSON.
+func ParseCreateTable(create string, mariaDB bool) (*Table, error) {
+	ent, err := schemadiff.NewCreateTableEntityFromSQL(histEnv, create)
+	if err != nil {
+		return nil, err
+	}
+	h := &History{env: histEnv, mariaDB: mariaDB}
+	return h.toTable(&histTable{entity: ent}, state{dbs: map[string]string{}})
 }
 
 // ApplyDDL applies one DDL statement (run with default database db) that
@@ -1048,6 +1072,7 @@ func (h *History) toTable(t *histTable, s state) (*Table, error) {
 		if cd.Type.Options != nil && cd.Type.Options.Null != nil {
 			col.Nullable = *cd.Type.Options.Null
 		}
+		col.Default, _ = columnDefault(cd)
 		col.Type = typeFromInfoSchema(ty)
 		col.Point = ty == "point"
 		switch ty {

@@ -131,12 +131,14 @@ func (c *schemaCache) build(ctx context.Context, tm *replication.TableMapEvent, 
 	t.FromBinlog = len(tm.ColumnName) == n && n > 0
 	geomTypes := tm.GeometryTypeMap()
 	needSource := !t.FromBinlog
+	defaults := false // the columns' defaults are known
 	if t.FromBinlog && c.hist != nil {
-		c.hist.check(t, where)
+		defaults = c.hist.check(t, where)
 	}
 	// MariaDB logs JSON columns as LONGTEXT; only information_schema knows
-	// they hold JSON, so ask it once per table when it is available.
-	if c.src != nil && (needSource || c.mariaDB) {
+	// they hold JSON, so ask it once per table when it is available; and
+	// the binlog has no column defaults.
+	if c.src != nil && (needSource || c.mariaDB || !defaults) {
 		def, err := c.src.Columns(ctx, t.Schema, t.Name)
 		if err != nil {
 			if needSource {
@@ -243,6 +245,9 @@ func merge(t *Table, def *Table, names bool) error {
 		bc, dc := &t.Columns[i], &def.Columns[i]
 		bc.jsonText = dc.jsonText
 		bc.Point = dc.Point
+		if bc.Default == nil {
+			bc.Default = dc.Default
+		}
 		if !names {
 			continue
 		}
@@ -464,6 +469,16 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 			t.PrimaryKey = append(t.PrimaryKey, j)
 		}
 	}
+	// The defaults, and ENUM and SET members as written (COLUMN_TYPE shows
+	// a 4-byte UTF-8 character as '?' on MySQL), from SHOW CREATE TABLE
+	// read with the history's parser; without it, no defaults.
+	if sc, err := c.Execute("SHOW CREATE TABLE " + quoteName(db) + "." + quoteName(table)); err == nil {
+		create := resultString(sc, 0, 1)
+		sc.Close()
+		if def, err := ParseCreateTable(create, false); err == nil {
+			ApplyCreateTable(t, def)
+		}
+	}
 	// MariaDB's JSON is LONGTEXT with a json_valid() check named after the column.
 	if chk, err := c.Execute(`SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
 		WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`, db, table); err == nil {
@@ -477,6 +492,28 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 		}
 	}
 	return t, nil
+}
+
+// ApplyCreateTable sets the Default of each column of t, and the members
+// of its ENUM and SET columns, from def (ParseCreateTable of the same
+// table), matching columns by name; a column def does not have, or whose
+// member count differs, is left as it is.
+func ApplyCreateTable(t *Table, def *Table) {
+	for i := range t.Columns {
+		col := &t.Columns[i]
+		j := def.ColumnIndex(col.Name)
+		if j < 0 {
+			continue
+		}
+		dc := &def.Columns[j]
+		col.Default = dc.Default
+		if len(col.Enum) > 0 && len(dc.Enum) == len(col.Enum) {
+			col.Enum = dc.Enum
+		}
+		if len(col.Set) > 0 && len(dc.Set) == len(col.Set) {
+			col.Set = dc.Set
+		}
+	}
 }
 
 // ParseMembers parses the member list of an information_schema COLUMN_TYPE

@@ -41,6 +41,11 @@ type Column struct {
 	// GEOMETRY_TYPE metadata, information_schema's DATA_TYPE, the history's
 	// declared type); false for every other spatial type and when unknown.
 	Point bool
+	// Default is the column's default as Debezium's defaultValueExpression
+	// (ColumnDef.Default): a literal's text, "1970-01-01 00:00:00" for
+	// CURRENT_TIMESTAMP; nil without a default, for DEFAULT NULL or an
+	// expression, and when the definition could not be read.
+	Default *string
 
 	// jsonText marks a MariaDB JSON column: logged as LONGTEXT, holding JSON.
 	jsonText bool

@@ -76,33 +76,46 @@ func tableDef(ent *schemadiff.CreateTableEntity, dbCharset string) *TableDef {
 				s := o.Comment.Val
 				c.Comment = &s
 			}
-			if o.Default != nil {
-				c.HasDefault = true
-				// Debezium's defaultValueExpression: a literal's text,
-				// "1970-01-01 00:00:00" for CURRENT_TIMESTAMP (as its
-				// parser writes it), nothing for NULL or an expression.
-				var s string
-				switch v := o.Default.(type) {
-				case *sqlparser.Literal:
-					s = v.Val
-				case *sqlparser.UnaryExpr:
-					s = sqlparser.String(v)
-				case *sqlparser.CurTimeFuncExpr:
-					s = "1970-01-01 00:00:00"
-				case sqlparser.BoolVal:
-					s = "0"
-					if v {
-						s = "1"
-					}
-				}
-				if s != "" || isEmptyLiteral(o.Default) {
-					c.Default = &s
-				}
-			}
+			c.Default, c.HasDefault = columnDefault(cd)
 		}
 		d.Columns = append(d.Columns, c)
 	}
 	return d
+}
+
+// columnDefault is a column definition's default as Debezium's parser
+// gives its defaultValueExpression: a literal's text (a character set
+// introducer dropped, as Debezium's default value converter drops it),
+// "1970-01-01 00:00:00" for CURRENT_TIMESTAMP (as its parser writes it),
+// nil for NULL, no default or an expression; has says there is a DEFAULT
+// clause.
+func columnDefault(cd *sqlparser.ColumnDefinition) (def *string, has bool) {
+	o := cd.Type.Options
+	if o == nil || o.Default == nil {
+		return nil, false
+	}
+	e := o.Default
+	if in, ok := e.(*sqlparser.IntroducerExpr); ok {
+		e = in.Expr
+	}
+	var s string
+	switch v := e.(type) {
+	case *sqlparser.Literal:
+		s = v.Val
+	case *sqlparser.UnaryExpr:
+		s = sqlparser.String(v)
+	case *sqlparser.CurTimeFuncExpr:
+		s = "1970-01-01 00:00:00"
+	case sqlparser.BoolVal:
+		s = "0"
+		if v {
+			s = "1"
+		}
+	}
+	if s != "" || isEmptyLiteral(e) {
+		return &s, true
+	}
+	return nil, true
 }
 
 func isEmptyLiteral(e sqlparser.Expr) bool {

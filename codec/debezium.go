@@ -39,6 +39,8 @@ type dbzOpts struct {
 	precise bool // bigint.unsigned.handling.mode=precise
 	binary  byte // 'b' (bytes), '6' (base64), 'x' (hex)
 	schemas bool
+	// keepNull is replace.null.with.default=false.
+	keepNull bool
 }
 
 // validateDebezium checks the Debezium options of f.
@@ -73,6 +75,9 @@ func (f Format) validateDebezium() error {
 	if err := check("binary.handling.mode", f.BinaryHandling, BinaryBytes, BinaryBase64, BinaryHex); err != nil {
 		return err
 	}
+	if err := check("replace.null.with.default", f.ReplaceNullWithDefault, "true", "false"); err != nil {
+		return err
+	}
 	return validateSkipped(f.SkippedOperations)
 }
 
@@ -84,6 +89,7 @@ func (f Format) dbzOpts() dbzOpts {
 	case DecimalDouble:
 		o.decimal = 'd'
 	}
+	o.keepNull = f.ReplaceNullWithDefault == "false"
 	o.connect = f.TimePrecision == TimeConnect
 	o.precise = f.BigintUnsigned == BigintPrecise
 	switch f.BinaryHandling {
@@ -145,6 +151,8 @@ type dbzState struct {
 	tables  map[*binlog.Table]*dbzTable
 	last    *dbzTable
 	scratch []byte
+	// def is the encoded default of the column appendField is writing.
+	def []byte
 }
 
 // initDebezium prepares e for format debezium.
@@ -541,7 +549,7 @@ func (e *Encoder) appendDebeziumKey(dst []byte, ch *binlog.Change) []byte {
 			name = name[1:] // its leading comma
 		}
 		dst = append(dst, name...)
-		dst = d.appendValue(dst, &tb.Columns[i], &v)
+		dst = d.appendField(dst, &tb.Columns[i], &v, t.defs[i])
 	}
 	dst = append(dst, '}')
 	if d.opts.schemas {
@@ -564,19 +572,39 @@ func (d *dbzState) appendRow(dst []byte, t *dbzTable, row binlog.Row) []byte {
 		row = row[:len(cols)]
 		for i := range row {
 			dst = append(dst, names[i]...)
-			dst = d.appendValue(dst, &cols[i], &row[i])
+			dst = d.appendField(dst, &cols[i], &row[i], t.defs[i])
 		}
 		return append(dst, '}')
 	}
 	for i := range cols {
 		dst = append(dst, names[i]...)
 		if i < len(row) {
-			dst = d.appendValue(dst, &cols[i], &row[i])
+			dst = d.appendField(dst, &cols[i], &row[i], t.defs[i])
 		} else {
-			dst = append(dst, "null"...)
+			dst = d.appendField(dst, &cols[i], &absent, t.defs[i])
 		}
 	}
 	return append(dst, '}')
+}
+
+var absent binlog.Value // KindAbsent's zero value is written null
+
+// appendField writes the value v of column col whose encoded default is
+// def (nil: none). A zero date in a NOT NULL column is the default (else
+// the epoch), as Debezium's converters give it; a null is the default
+// when replace.null.with.default is on, as JsonConverter writes it.
+func (d *dbzState) appendField(dst []byte, col *binlog.Column, v *binlog.Value, def []byte) []byte {
+	if def == nil {
+		return d.appendValue(dst, col, v)
+	}
+	d.def = def
+	n := len(dst)
+	dst = d.appendValue(dst, col, v)
+	d.def = nil
+	if !d.opts.keepNull && string(dst[n:]) == "null" {
+		dst = append(dst[:n], def...)
+	}
+	return dst
 }
 
 // dbzTable is what format debezium keeps per table version.
@@ -585,6 +613,9 @@ type dbzTable struct {
 	cols []binlog.Column // tb.Columns when the entry was built
 	// names is `"name":` per column, with a leading comma but the first.
 	names [][]byte
+	// defs is each column's default as its value is written, nil for
+	// a column without one.
+	defs [][]byte
 	// open is the event up to the before image: `{"before":`, after
 	// `{"schema":<envelope schema>,"payload":` with schemas; openNull is
 	// open and `null,"after":` (no before image). open is a prefix of
@@ -618,6 +649,7 @@ func (d *dbzState) table(e *Encoder, t *binlog.Table) *dbzTable {
 				}
 				q = appendQuoted(q, t.Columns[i].Name)
 				x.names = append(x.names, append(q, ':'))
+				x.defs = append(x.defs, d.defaultValue(&t.Columns[i]))
 			}
 			if d.opts.schemas {
 				x.openNull = append(x.openNull, `{"schema":`...)

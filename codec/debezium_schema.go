@@ -93,7 +93,7 @@ func (d *dbzState) appendStructSchema(dst []byte, t *binlog.Table, cols []int, o
 		if n > 0 {
 			dst = append(dst, ',')
 		}
-		dst = d.appendFieldSchema(dst, &t.Columns[i])
+		dst = d.appendFieldSchema(dst, &t.Columns[i], d.defaultValue(&t.Columns[i]))
 	}
 	if cols == nil {
 		for i := range t.Columns {
@@ -116,7 +116,8 @@ func (d *dbzState) appendStructSchema(dst []byte, t *binlog.Table, cols []int, o
 }
 
 // appendFieldSchema appends the schema of one column, as a struct field.
-func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column) []byte {
+// def is its default as its value is written (nil: none).
+func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column, def []byte) []byte {
 	typ, logical, version, params := d.columnType(col)
 	optional := col.Nullable
 	dst = append(dst, `{"type":"`...)
@@ -160,6 +161,10 @@ func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column) []byte {
 			dst = appendQuoted(dst, params[i+1])
 		}
 		dst = append(dst, '}')
+	}
+	if def != nil {
+		dst = append(dst, `,"default":`...)
+		dst = append(dst, def...)
 	}
 	dst = append(dst, `,"field":`...)
 	dst = appendQuoted(dst, col.Name)

@@ -65,13 +65,13 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 	case binlog.KindDate:
 		dt := v.Date()
 		if dt.Month == 0 || dt.Day == 0 {
-			return appendZero(dst, col, "0")
+			return d.appendZero(dst, col, "0")
 		}
 		return strconv.AppendInt(dst, binlog.DaysFromCivil(int64(dt.Year), int(dt.Month), int(dt.Day)), 10)
 	case binlog.KindDateTime:
 		dt := v.DateTime()
 		if dt.Month == 0 || dt.Day == 0 {
-			return appendZero(dst, col, "0")
+			return d.appendZero(dst, col, "0")
 		}
 		days := binlog.DaysFromCivil(int64(dt.Year), int(dt.Month), int(dt.Day))
 		us := ((days*24+int64(dt.Hour))*60+int64(dt.Minute))*60 + int64(dt.Second)
@@ -83,7 +83,7 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 	case binlog.KindTimestamp:
 		sec, micro := v.Timestamp()
 		if sec == 0 && micro == 0 {
-			return appendZero(dst, col, zeroTimestampText)
+			return d.appendZero(dst, col, zeroTimestampText)
 		}
 		return appendTimestamp(dst, sec, micro, col.Frac)
 	case binlog.KindTime:
@@ -148,10 +148,14 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 }
 
 // appendZero writes a zero date: null in a nullable column, else
-// Debezium's fallback for NOT NULL columns, the epoch (text).
-func appendZero(dst []byte, col *binlog.Column, epoch string) []byte {
+// Debezium's fallback for NOT NULL columns, the column's default (d.def)
+// or without one the epoch (text).
+func (d *dbzState) appendZero(dst []byte, col *binlog.Column, epoch string) []byte {
 	if col.Nullable {
 		return append(dst, "null"...)
+	}
+	if d.def != nil {
+		return append(dst, d.def...)
 	}
 	return append(dst, epoch...)
 }

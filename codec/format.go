@@ -51,6 +51,11 @@ type Format struct {
 	// Debezium drops it). sluice skips no data change: c, u and d are
 	// refused.
 	SkippedOperations string `yaml:"skipped.operations"`
+	// ReplaceNullWithDefault is JsonConverter's replace.null.with.default
+	// (Kafka 3.7+): "true" (the default, "" too) writes a null value of a
+	// column that has a default as the default, with or without schemas;
+	// "false" writes null.
+	ReplaceNullWithDefault string `yaml:"replace.null.with.default"`
 }
 
 // IsDebezium reports whether f is FormatDebezium.
@@ -60,8 +65,8 @@ func (f Format) IsDebezium() bool { return f.Name == FormatDebezium }
 func (f Format) Validate() error {
 	switch f.Name {
 	case "", FormatSluice:
-		if f.Schemas || f.DecimalHandling != "" || f.TimePrecision != "" || f.BigintUnsigned != "" || f.BinaryHandling != "" || f.TransactionMetadata || f.SkippedOperations != "" {
-			return fmt.Errorf("format %s has no options (schemas, the *.handling.mode options, provide.transaction.metadata and skipped.operations belong to format debezium)", FormatSluice)
+		if f.Schemas || f.DecimalHandling != "" || f.TimePrecision != "" || f.BigintUnsigned != "" || f.BinaryHandling != "" || f.TransactionMetadata || f.SkippedOperations != "" || f.ReplaceNullWithDefault != "" {
+			return fmt.Errorf("format %s has no options (schemas, the *.handling.mode options, provide.transaction.metadata, skipped.operations and replace.null.with.default belong to format debezium)", FormatSluice)
 		}
 		return nil
 	case FormatDebezium:

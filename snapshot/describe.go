@@ -153,6 +153,9 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 		}
 	}
 
+	if err := readCreate(c, t, mariaDB); err != nil {
+		return nil, err
+	}
 	if err := readKey(c, info); err != nil {
 		return nil, err
 	}
@@ -334,6 +337,39 @@ func contains(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// readCreate sets the columns' defaults, and the ENUM and SET members as
+// written, from SHOW CREATE TABLE read with the binlog reader's parser
+// (binlog.ParseCreateTable), as the reader has them: COLUMN_TYPE shows a
+// 4-byte UTF-8 character of a member as '?' on MySQL. Without it the
+// columns keep no default and information_schema's members.
+//
+// The statement's text is asked for in UTF-8 (the session's
+// character_set_results is NULL, which gives it in the dictionary's
+// utf8mb3, a 4-byte character as '?'), then the session is set back.
+func readCreate(c *client.Conn, t *binlog.Table, mariaDB bool) error {
+	if _, err := c.Execute("SET character_set_results = utf8mb4"); err != nil {
+		return fmt.Errorf("snapshot: preparing to read SHOW CREATE TABLE: %w", err)
+	}
+	rs, err := c.Execute("SHOW CREATE TABLE " + quoteName(t.Schema, t.Name))
+	create := ""
+	if err == nil {
+		create = cell(rs, 0, 1)
+		rs.Close()
+	}
+	if _, err := c.Execute("SET character_set_results = NULL"); err != nil {
+		return fmt.Errorf("snapshot: restoring the session after SHOW CREATE TABLE: %w", err)
+	}
+	if err != nil {
+		return nil // no defaults, information_schema's members
+	}
+	def, err := binlog.ParseCreateTable(create, mariaDB)
+	if err != nil {
+		return nil
+	}
+	binlog.ApplyCreateTable(t, def)
+	return nil
 }
 
 // readJSONChecks marks MariaDB's JSON columns: LONGTEXT with a
