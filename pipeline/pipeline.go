@@ -773,6 +773,10 @@ type SourceStatus struct {
 	// apply, and SchemaMismatches rows events whose binlog column metadata
 	// differed from the history's definition (each also a warning).
 	SchemaUnknown, SchemaMismatches int64
+	// TxnEndsMissing counts the transactions whose Debezium END record
+	// (provide.transaction.metadata) was not written because their last
+	// chunk came without changes (each also a warning; not expected).
+	TxnEndsMissing int64
 	// Failovers counts the times the source turned out to be another
 	// server than the saved position's (it failed over), and CatchUpWait
 	// the time spent waiting for such a server to receive transactions
@@ -842,6 +846,7 @@ func (p *Pipeline) Status() Status {
 			ss.StatementChanges, ss.UnparsedDDL = st.StatementChanges, st.UnparsedDDL
 			ss.SchemaUnknown, ss.SchemaMismatches = st.History.Unknown, st.History.Mismatches
 			ss.Failovers, ss.CatchUpWait = st.Failovers, st.CatchUpWait
+			ss.TxnEndsMissing = in.src.endsMissing.Load()
 		}
 	}
 	return s
@@ -1120,7 +1125,8 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		}
 		if n == 0 && t.Last && tx.events > 0 {
 			// Not expected: the reader's last chunk holds the last row.
-			b.p.log.Warn("a transaction's last chunk came without changes: its Debezium END record is not written (the BEGIN record and every event are)",
+			b.p.srcs[si].endsMissing.Add(1)
+			b.p.log.Warn("a transaction's last chunk came without changes: its Debezium END record is not written (the BEGIN record and every event are); counted in sluice_transaction_ends_missing_total",
 				"source", bs.name, "transaction", tx.id, "events", tx.events)
 		}
 	}

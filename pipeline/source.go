@@ -78,6 +78,9 @@ type source struct {
 	reader  atomic.Pointer[binlog.Reader]
 	statsMu sync.Mutex
 	done    binlog.Stats
+	// endsMissing counts the transactions whose Debezium END record could
+	// not be written (the builder's; see SourceStats.TxnEndsMissing).
+	endsMissing atomic.Int64
 }
 
 // roundTrip is the current reader's round trip to its server (0 before
