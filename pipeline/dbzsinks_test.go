@@ -213,11 +213,22 @@ func debeziumNATSRedis(t *testing.T, flavor position.Flavor) {
 
 	stop := run()
 	wait(2) // the snapshot's rows
+	// The checkpoint as it is now, put back after the first run, as if
+	// the process had died before saving a later one: the sinks hold more
+	// than the checkpoint says, and their recoveries (NATS from headers
+	// only, Redis from its high-water hash) must keep each change once.
+	early, err := os.ReadFile(store.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := db.Exec(ctx, "INSERT INTO app.t VALUES (3, 9999.99, '1970-01-01 00:00:00.001')", "UPDATE app.t SET id = 10 WHERE id = 1"); err != nil {
 		t.Fatal(err)
 	}
 	wait(4)
 	stop()
+	if err := os.WriteFile(store.Path, early, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if err := db.Exec(ctx, "DELETE FROM app.t WHERE id = 2", "ALTER TABLE app.t ADD COLUMN n INT", "INSERT INTO app.t VALUES (4, 0.00, NULL, 7)", "TRUNCATE TABLE app.t"); err != nil {
 		t.Fatal(err)
 	}
