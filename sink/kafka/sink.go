@@ -67,15 +67,15 @@ const (
 // Sink writes a pipeline's messages to Kafka, one transaction per Write.
 // See the package documentation for the design.
 type Sink struct {
-	cfg      Config
+	cfg Config
 	// notWritten counts the schema changes not written (format debezium
 	// with include.schema.changes false) in batches written; skipped
 	// counts those of the batch being written.
 	notWritten atomic.Uint64
 	skipped    uint64
-	pipeline string
-	log      *slog.Logger
-	topic    topicTemplate
+	pipeline   string
+	log        *slog.Logger
+	topic      topicTemplate
 	// schemaTopic is, in format debezium with include.schema.changes, the
 	// template of the schema-change topic (nil otherwise).
 	schemaTopic *topicTemplate
