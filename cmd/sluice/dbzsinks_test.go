@@ -59,6 +59,14 @@ func runDebeziumNetSinks(t *testing.T, flavor position.Flavor) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	// Write once the binlog is read from the snapshot's position on: a
+	// DDL statement before it would be in no sink's binlog stream.
+	for !strings.Contains(log.String(), "streaming continues from its position") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no snapshot done after 30 s\n%s", log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err := e.w.Txns(ctx, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -67,9 +75,19 @@ func runDebeziumNetSinks(t *testing.T, flavor position.Flavor) {
 	}
 	const want = `sluice_schema_changes_not_written_total{pipeline="crash",sink="kafka"} 2`
 	deadline = time.Now().Add(60 * time.Second)
-	for !strings.Contains(httpGet(t, "http://"+admin+"/metrics"), want) {
+	for {
+		metrics := httpGet(t, "http://"+admin+"/metrics")
+		if strings.Contains(metrics, want) {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("/metrics lacks %s after 60 s\n%s", want, log.String())
+			var got []string
+			for l := range strings.Lines(metrics) {
+				if strings.HasPrefix(l, "sluice_schema_changes_not_written_total") || strings.HasPrefix(l, "sluice_messages_total") || strings.HasPrefix(l, "sluice_sink_up") {
+					got = append(got, strings.TrimSpace(l))
+				}
+			}
+			t.Fatalf("/metrics lacks %s after 60 s; it has %q\n%s", want, got, log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
