@@ -618,8 +618,10 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 		if err := s.Format.Codec().Validate(); err != nil {
 			return at(err.Error()+"; see docs/CONFIG.md (sinks.format)", "format")
 		}
-		if s.Format.Codec().IsDebezium() && (s.Type == "redis" || s.Type == "nats") {
-			return at(fmt.Sprintf("format %s is written by kafka, file and stdout sinks; a %s sink writes format %s (remove format:, or use a kafka sink)", codec.FormatDebezium, s.Type, codec.FormatSluice), "format")
+		if s.Format.Codec().IsDebezium() && s.Type == "redis" {
+			if m := child(&s.Redis, "mode"); m != nil && m.Value == "materialize" {
+				return at(fmt.Sprintf("format %s is for a redis sink's mode stream (entries of Debezium's key and value); mode materialize keeps hashes of column values, which have no format: remove format:, or set redis.mode: stream", codec.FormatDebezium), "format")
+			}
 		}
 		switch s.Type {
 		case "stdout":

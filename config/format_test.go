@@ -68,8 +68,22 @@ func TestSinkFormatDebezium(t *testing.T) {
 	if c.Sinks[1].Format.Codec() != want {
 		t.Errorf("block = %+v, want %+v", c.Sinks[1].Format, want)
 	}
+	// A NATS sink and a Redis sink in mode stream take format debezium.
+	for _, src := range []string{
+		"  - {type: nats, nats: {url: x}, format: debezium}\n",
+		"  - {type: redis, redis: {addr: x}, format: debezium}\n",
+		"  - {type: redis, redis: {addr: x, mode: stream}, format: {name: debezium, schemas: true}}\n",
+	} {
+		c, err := Parse("x.yaml", []byte(base+src), env(nil))
+		if err != nil {
+			t.Errorf("%q: %v", src, err)
+		} else if !c.Sinks[0].Format.Codec().IsDebezium() {
+			t.Errorf("%q: format %+v, want debezium", src, c.Sinks[0].Format)
+		}
+	}
 	for _, c := range []struct{ src, want string }{
-		{"  - {type: nats, nats: {url: x}, format: debezium}\n", "x.yaml:4: sinks[0].format: format debezium is written by kafka, file and stdout sinks"},
+		{"  - {type: redis, redis: {addr: x, mode: materialize}, format: debezium}\n", "x.yaml:4: sinks[0].format: format debezium is for a redis sink's mode stream"},
+		{"  - {type: redis, redis: {addr: x, mode: materialize}, format: {name: debezium, schemas: true}}\n", "x.yaml:4: sinks[0].format: format debezium is for a redis sink's mode stream"},
 		{"  - {type: file, file: {path: a.jsonl}, format: {name: debezium, decimal.handling.mode: exact}}\n", "x.yaml:4: sinks[0].format: "},
 	} {
 		_, err := Parse("x.yaml", []byte(base+c.src), env(nil))

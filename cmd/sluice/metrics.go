@@ -20,6 +20,7 @@ import (
 type metrics struct {
 	p        *pipeline.Pipeline
 	joins    []*join.Sink
+	sinks    []pipeline.Sink
 	reg      *prometheus.Registry
 	latency  prometheus.Histogram
 	pipeName string
@@ -71,6 +72,7 @@ var (
 	descSrcStalled  = prometheus.NewDesc("sluice_source_stalled", "1 when the source sent nothing, not even a heartbeat, for align.max_wait.", []string{"pipeline", "source"}, nil)
 	descSrcQueued   = prometheus.NewDesc("sluice_source_queued_bytes", "Bytes read from the source and waiting to be merged (a source held back by alignment fills it).", []string{"pipeline", "source"}, nil)
 	descSrcStmt     = prometheus.NewDesc("sluice_statement_changes_skipped_total", "Changes to captured tables the server logged as SQL statements (binlog_format STATEMENT or MIXED), skipped with on_statement_change: skip.", []string{"pipeline", "source"}, nil)
+	descSchemaSkip  = prometheus.NewDesc("sluice_schema_changes_not_written_total", "DDL statements a sink did not write (format debezium with include.schema.changes: false; the sink warned at start).", []string{"pipeline", "sink"}, nil)
 	descSrcFailover = prometheus.NewDesc("sluice_source_failovers_total", "Times the source turned out to be another server than the saved position's (it failed over); each time it was resumed there by GTID.", []string{"pipeline", "source"}, nil)
 	descSrcCatchUp  = prometheus.NewDesc("sluice_source_catch_up_wait_seconds_total", "Time spent waiting for a server the source failed over to to receive transactions already delivered (source.catch_up_wait).", []string{"pipeline", "source"}, nil)
 	descSrcDDL      = prometheus.NewDesc("sluice_ddl_unparsed_total", "DDL statements the SQL parser could not read: each was a warning, was delivered by its default database, and made the source forget every cached table definition.", []string{"pipeline", "source"}, nil)
@@ -91,7 +93,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone, descSnapBlocked,
-	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSrcDDL, descSchemaUnk, descSchemaMis, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
+	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSchemaSkip, descSrcDDL, descSchemaUnk, descSchemaMis, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
 	descDelivWM, descJoinRows, descJoinBytes, descJoinEvicted, descJoinEvTime, descJoinLate, descJoinOut, descJoinWM}
 
 // Describe implements prometheus.Collector.
@@ -129,6 +131,11 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	for sink, v := range st.SinkErrors {
 		counter(descSinkErrors, float64(v), sink)
+	}
+	for _, s := range m.sinks {
+		if sk, ok := s.(interface{ SchemaChangesNotWritten() uint64 }); ok {
+			counter(descSchemaSkip, float64(sk.SchemaChangesNotWritten()), s.Name())
+		}
 	}
 	for _, s := range st.Sinks {
 		up := 1.0

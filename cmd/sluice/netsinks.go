@@ -42,6 +42,7 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 			return nil, err
 		}
 		c.Name = sc.Name // the list entry's name is the sink's name
+		c.Format = sc.Format.Codec()
 		s, err := natssink.New(c, pipelineName, slog.Default())
 		if err != nil {
 			return nil, wrap(err)
@@ -53,6 +54,7 @@ func buildNetSink(path, pipelineName string, i int, sc config.Sink) (pipeline.Si
 			return nil, err
 		}
 		c.Name = sc.Name // the list entry's name is the sink's name
+		c.Format = sc.Format.Codec()
 		s, err := redissink.New(c, pipelineName, slog.Default())
 		if err != nil {
 			return nil, wrap(err)

@@ -128,6 +128,7 @@ func buildPipeline(path string, cfg *config.Config, m *metrics, store checkpoint
 		return nil, nil, err
 	}
 	m.p = p
+	m.sinks = sinks
 	return p, sinks, nil
 }
 

@@ -131,3 +131,48 @@ func seqIndex(seq string) int {
 	fmt.Sscan(seq, &n)
 	return n - 1
 }
+
+// TestSchemaChangesNotWritten: with include.schema.changes false a sink in
+// format debezium writes no DDL statement and counts each one it left
+// out (sluice_schema_changes_not_written_total); the data is written.
+func TestSchemaChangesNotWritten(t *testing.T) {
+	c := newCluster(t)
+	tbl := &binlog.Table{Schema: "shop", Name: "items", Columns: []binlog.Column{{Name: "id", Kind: binlog.KindInt}}, PrimaryKey: []int{0}}
+	f := codec.Format{Name: codec.FormatDebezium}
+	enc := codec.NewEncoder(codec.Source{Name: "s1"}, codec.WithFormat(f))
+	end := &position.Position{File: "bin.000001", Offset: 900, Flavor: position.MariaDB}
+	txn := &binlog.Txn{End: *end, Last: true, CommitTime: time.Unix(1700000000, 0)}
+	row := func(seq uint64, id int64) pipeline.Message {
+		ch := &binlog.Change{Op: binlog.OpInsert, Table: tbl, After: binlog.Row{binlog.IntValue(id)}}
+		v := enc.AppendChange(nil, txn, ch)
+		return pipeline.Message{Seq: seq, Source: "s1", DB: "shop", Table: "items", Op: ch.Op, Change: ch, Key: enc.AppendKey(nil, ch), Value: v[:len(v)-1]}
+	}
+	ddl := func(seq uint64) pipeline.Message {
+		return pipeline.Message{Seq: seq, Source: "s1", DB: "shop", Table: "items", Op: binlog.OpDDL, Role: pipeline.RoleSchemaChange, Key: []byte(`{"databaseName":"shop"}`), Value: []byte(`{"ddl":"ALTER TABLE items ADD n INT"}`)}
+	}
+	ms := []pipeline.Message{row(1, 1), ddl(2), row(3, 2), ddl(4)}
+	ms[3].End = end
+	off := false
+	s := newSink(t, c.ListenAddrs(), Config{Topic: "nosc.{db}.{table}", TransactionalID: "tx-nosc", Format: f, IncludeSchemaChanges: &off})
+	mustRecover(t, s, 1, "")
+	if n := s.SchemaChangesNotWritten(); n != 0 {
+		t.Fatalf("before writing: %d schema changes not written, want 0", n)
+	}
+	mustWrite(t, s, &pipeline.Batch{Epoch: 1, Messages: sinktest.Stamp(ms, 1)})
+	if n := s.SchemaChangesNotWritten(); n != 2 {
+		t.Errorf("%d schema changes not written, want 2", n)
+	}
+	rs := readAll(t, c.ListenAddrs(), "nosc.shop.items") // no topic s1 was made
+	var seqs []string
+	for _, r := range rs {
+		seq, _ := header(r, pipeline.HeaderSeq)
+		seqs = append(seqs, seq)
+	}
+	if fmt.Sprint(seqs) != "[1 3]" {
+		t.Errorf("records of seqs %v, want [1 3] (the rows, no DDL)", seqs)
+	}
+	mustWrite(t, s, &pipeline.Batch{Epoch: 1, Messages: sinktest.Stamp([]pipeline.Message{ddl(5)}, 1)})
+	if n := s.SchemaChangesNotWritten(); n != 3 {
+		t.Errorf("after a batch of DDL alone: %d schema changes not written, want 3", n)
+	}
+}

@@ -67,10 +67,15 @@ const (
 // Sink writes a pipeline's messages to Kafka, one transaction per Write.
 // See the package documentation for the design.
 type Sink struct {
-	cfg      Config
-	pipeline string
-	log      *slog.Logger
-	topic    topicTemplate
+	cfg Config
+	// notWritten counts the schema changes not written (format debezium
+	// with include.schema.changes false) in batches written; skipped
+	// counts those of the batch being written.
+	notWritten atomic.Uint64
+	skipped    uint64
+	pipeline   string
+	log        *slog.Logger
+	topic      topicTemplate
 	// schemaTopic is, in format debezium with include.schema.changes, the
 	// template of the schema-change topic (nil otherwise).
 	schemaTopic *topicTemplate
@@ -449,6 +454,7 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 	if len(b.Messages) == 0 {
 		return s.offs.String(), nil
 	}
+	s.skipped = 0
 	if err := s.write(ctx, b); err != nil {
 		// The client may hold an open transaction and records in any
 		// state: drop it. Recover starts a new one, which aborts the
@@ -461,8 +467,14 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 		s.recs, s.hdrs, s.vals = nil, nil, nil
 		return "", err
 	}
+	s.notWritten.Add(s.skipped)
 	return s.offs.String(), nil
 }
+
+// SchemaChangesNotWritten is how many DDL statements the sink has not
+// written, in batches it wrote (format debezium with
+// include.schema.changes false). Safe for concurrent use.
+func (s *Sink) SchemaChangesNotWritten() uint64 { return s.notWritten.Load() }
 
 func (s *Sink) write(ctx context.Context, b *pipeline.Batch) error {
 	recs, err := s.records(ctx, b)
@@ -539,6 +551,9 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			return nil, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
 		}
 		names = append(names, topic)
+		if topic == "" {
+			s.skipped++
+		}
 		if topic != "" && !s.known[topic] && !slices.Contains(fresh, topic) {
 			fresh = append(fresh, topic)
 		}

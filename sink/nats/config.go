@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -47,6 +48,18 @@ type Config struct {
 	// stream's subjects are that prefix followed by ".>"). Default
 	// "sluice.{db}.{table}".
 	Subject string `yaml:"subject"`
+	// SchemaChangeSubject is, in format debezium, the template of the
+	// subject of DDL statements (Debezium's schema-change events), as the
+	// Kafka sink's schema_change_topic: placeholders {source} and {db}.
+	// Default: Subject's literal prefix followed by ".{source}"
+	// ("sluice.{source}"), or Subject itself when it has no placeholders.
+	// It must fall under the stream's subjects (the prefix followed by
+	// ".>").
+	SchemaChangeSubject string `yaml:"schema_change_subject"`
+	// Format is the format of the messages' data: sluice (default) or
+	// debezium, Debezium's value. Set from the sink's format in the
+	// config, not from its nats block.
+	Format codec.Format `yaml:"-"`
 	// DuplicateWindow is the stream's de-duplication window (Nats-Msg-Id),
 	// used when the sink creates the stream. Default 2m.
 	DuplicateWindow time.Duration `yaml:"duplicate_window"`
@@ -139,6 +152,17 @@ func (c *Config) Validate() error {
 	if c.Subject != "" {
 		if _, err := parseSubject(c.Subject); err != nil {
 			return fmt.Errorf("subject %q: %w", c.Subject, err)
+		}
+	}
+	if err := c.Format.Validate(); err != nil {
+		return err
+	}
+	if c.SchemaChangeSubject != "" {
+		if !c.Format.IsDebezium() {
+			return fmt.Errorf("schema_change_subject is for format %s (in format %s a DDL statement goes to its table's subject): remove it, or set the sink's format: %s", codec.FormatDebezium, codec.FormatSluice, codec.FormatDebezium)
+		}
+		if _, err := c.schemaSubject(); err != nil {
+			return err
 		}
 	}
 	if c.DuplicateWindow < 0 {
@@ -288,4 +312,35 @@ func subjectCovers(f, s string) bool {
 		}
 	}
 	return len(ft) == len(st)
+}
+
+// schemaSubject parses the schema-change subject (SchemaChangeSubject or
+// its default) and checks that the stream's subjects, from Subject, take
+// it.
+func (c *Config) schemaSubject() (subjectTemplate, error) {
+	subj := c.Subject
+	if subj == "" {
+		subj = DefaultSubject
+	}
+	t, err := parseSubject(subj)
+	if err != nil {
+		return t, fmt.Errorf("subject %q: %w", subj, err)
+	}
+	sc := c.SchemaChangeSubject
+	if sc == "" {
+		if sc = subj; t.filter != subj {
+			sc = strings.TrimSuffix(t.filter, ">") + "{source}"
+		}
+	}
+	st, err := parseSubject(sc)
+	if err != nil {
+		return st, fmt.Errorf("schema_change_subject %q: %w", sc, err)
+	}
+	if strings.Contains(sc, "{table}") {
+		return st, fmt.Errorf("schema_change_subject %q: {table} is not a placeholder of it (a schema change is of a database or a source): use {source} or {db}", sc)
+	}
+	if !subjectCovers(t.filter, st.pattern) {
+		return st, fmt.Errorf("schema_change_subject %q: the stream's subjects %q (from subject %q) do not take it: give it subject's prefix, e.g. %s{source}", sc, t.filter, subj, strings.TrimSuffix(t.filter, ">"))
+	}
+	return st, nil
 }

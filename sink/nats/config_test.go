@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-cdc/sluice/codec"
 )
 
 func TestConfigYAML(t *testing.T) {
@@ -54,6 +56,7 @@ func TestConfigDefaults(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	ok := Config{URL: "nats://127.0.0.1:4222"}
+	dbz := codec.Format{Name: codec.FormatDebezium}
 	for _, tc := range []struct {
 		name  string
 		edit  func(*Config)
@@ -81,6 +84,12 @@ func TestConfigValidate(t *testing.T) {
 		{"negative ack timeout", func(c *Config) { c.AckTimeout = -1 }, "ack_timeout"},
 		{"negative connect timeout", func(c *Config) { c.ConnectTimeout = -1 }, "connect_timeout"},
 		{"negative max pending", func(c *Config) { c.MaxPending = -1 }, "max_pending"},
+		{"debezium", func(c *Config) { c.Format = dbz }, ""},
+		{"debezium, schema subject", func(c *Config) { c.Format = dbz; c.SchemaChangeSubject = "sluice.ddl.{source}.{db}" }, ""},
+		{"schema subject in format sluice", func(c *Config) { c.SchemaChangeSubject = "sluice.ddl" }, "schema_change_subject is for format debezium"},
+		{"schema subject outside the stream", func(c *Config) { c.Format = dbz; c.SchemaChangeSubject = "ddl.{source}" }, "do not take it"},
+		{"schema subject with table", func(c *Config) { c.Format = dbz; c.SchemaChangeSubject = "sluice.{table}" }, "{table}"},
+		{"bad format", func(c *Config) { c.Format = codec.Format{Name: "avro"} }, "format"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := ok
@@ -154,6 +163,26 @@ func TestSubjectCovers(t *testing.T) {
 	} {
 		if got := subjectCovers(tc.filter, tc.subject); got != tc.want {
 			t.Errorf("subjectCovers(%q, %q) = %v, want %v", tc.filter, tc.subject, got, tc.want)
+		}
+	}
+}
+
+// TestSchemaSubjectDefault: in format debezium schema changes go to the
+// subject's literal prefix followed by the source ("sluice.{source}"), or
+// to the subject itself when it has no placeholders.
+func TestSchemaSubjectDefault(t *testing.T) {
+	for _, tc := range []struct{ subject, source, db, want string }{
+		{"", "db1", "app", "sluice.db1"},
+		{"cdc.x.{db}.{table}", "db1", "app", "cdc.x.db1"},
+		{"cdc.all", "db1", "app", "cdc.all"},
+	} {
+		c := Config{URL: "nats://h:1", Subject: tc.subject, Format: codec.Format{Name: codec.FormatDebezium}}
+		st, err := c.schemaSubject()
+		if err != nil {
+			t.Fatalf("%q: %v", tc.subject, err)
+		}
+		if got := string(st.render(nil, tc.source, tc.db, "")); got != tc.want {
+			t.Errorf("subject %q: schema-change subject %q, want %q", tc.subject, got, tc.want)
 		}
 	}
 }

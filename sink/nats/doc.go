@@ -16,6 +16,15 @@
 //	sluice-epoch    the epoch of the leader that wrote it
 //	sluice-source   the source's name
 //	sluice-end      on a transaction's last message: where the source resumes
+//	sluice-snapshot "true" on snapshot rows, in format debezium only
+//
+// In format debezium (Config.Format) the data is Debezium's value, without
+// the "sluice" block; recovery reads the headers only. DDL statements
+// (Debezium's schema-change events) go to the schema-change subject
+// (schema_change_subject, by default "<literal prefix>.{source}"), as the
+// Kafka sink's go to schema_change_topic; a TRUNCATE written as op "t" goes
+// to its table's subject. There are no tombstones: a stream has no
+// compaction to apply them.
 //
 // The offset kept in checkpoints is a stream sequence number, in decimal.
 //

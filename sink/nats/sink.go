@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	gonats "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -35,6 +37,12 @@ const HeaderFence = "sluice-fence"
 // IsFence reports whether a message with headers h is a fence message.
 func IsFence(h gonats.Header) bool { return h.Get(HeaderFence) != "" }
 
+// HeaderSnapshot ("true") marks, in format debezium, a message of a
+// snapshot row, as the Kafka sink's header of the same name: Debezium's
+// value has no sluice block, from which recovery tells snapshot rows in
+// format sluice.
+const HeaderSnapshot = "sluice-snapshot"
+
 // scanBatch is how many message headers a recovery scan asks for at once.
 const scanBatch = 1000
 
@@ -46,6 +54,9 @@ type Sink struct {
 	log      *slog.Logger
 	subject  subjectTemplate
 	idPrefix string // "<pipeline>:"
+	dbz      bool   // format debezium
+	// schemaSubject is, in format debezium, the subject of schema changes.
+	schemaSubject subjectTemplate
 
 	nc *gonats.Conn
 	js jetstream.JetStream
@@ -95,6 +106,12 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	if err != nil { // Validate has checked it; keep the compiler honest
 		return nil, fmt.Errorf("sink %s: subject %q: %w", cfg.Name, cfg.Subject, err)
 	}
+	var schemaSubj subjectTemplate
+	if cfg.Format.IsDebezium() {
+		if schemaSubj, err = cfg.schemaSubject(); err != nil {
+			return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
+		}
+	}
 	if log == nil {
 		log = slog.Default()
 	}
@@ -106,6 +123,9 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		subject:  subj,
 		idPrefix: pipelineName + ":",
 		subjects: map[subjectKey]string{},
+		dbz:      cfg.Format.IsDebezium(),
+
+		schemaSubject: schemaSubj,
 	}
 
 	opts := []gonats.Option{
@@ -160,6 +180,9 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	s.nc, s.js = nc, js
 	return s, nil
 }
+
+// Format is the format of the messages' data (pipeline.Formatted).
+func (s *Sink) Format() codec.Format { return s.cfg.Format }
 
 // Name is the sink's name in the config.
 func (s *Sink) Name() string { return s.cfg.Name }
@@ -334,6 +357,10 @@ func (s *Sink) openStream(ctx context.Context) (jetstream.Stream, error) {
 		return nil, fmt.Errorf("nats: stream %s exists with subjects %q, which do not take the sink's subjects %q (from subject template %q): add %q to the stream's subjects (nats stream edit %s --subjects ...), or set stream or subject in the sink's config to match",
 			s.cfg.Stream, cfg.Subjects, s.subject.pattern, s.cfg.Subject, s.subject.filter, s.cfg.Stream)
 	}
+	if s.dbz && !slices.ContainsFunc(cfg.Subjects, func(subj string) bool { return subjectCovers(subj, s.schemaSubject.pattern) }) {
+		return nil, fmt.Errorf("nats: stream %s exists with subjects %q, which do not take the sink's schema-change subjects %q: add %q to the stream's subjects, or set schema_change_subject in the sink's config to match",
+			s.cfg.Stream, cfg.Subjects, s.schemaSubject.pattern, s.schemaSubject.pattern)
+	}
 	if cfg.Sealed || cfg.Mirror != nil {
 		return nil, fmt.Errorf("nats: stream %s is sealed or a mirror: it takes no messages; give the sink a stream of its own (config stream)", s.cfg.Stream)
 	}
@@ -383,6 +410,7 @@ type meta struct {
 	source     string
 	end        *position.Position
 	fence      bool // a fence message: no seq, source or end
+	snapshot   bool // HeaderSnapshot: a snapshot row in format debezium
 }
 
 // parseMeta reads the headers of the message at stream sequence sseq.
@@ -407,6 +435,7 @@ func (s *Sink) parseMeta(h gonats.Header, sseq uint64) (meta, error) {
 		return m, fmt.Errorf("nats: stream %s, message %d: bad %s header %q: %w", s.cfg.Stream, sseq, pipeline.HeaderEpoch, h.Get(pipeline.HeaderEpoch), err)
 	}
 	m.source = h.Get(pipeline.HeaderSource)
+	m.snapshot = h.Get(HeaderSnapshot) == "true"
 	if e := h.Get(pipeline.HeaderEnd); e != "" {
 		if m.end, err = pipeline.ParseEnd([]byte(e)); err != nil {
 			return m, fmt.Errorf("nats: stream %s, message %d: %w", s.cfg.Stream, sseq, err)
@@ -478,7 +507,10 @@ func (s *Sink) scan(ctx context.Context, st jetstream.Stream, start, last uint64
 			return 0, false, err
 		}
 		if !m.fence {
-			rec.Observe(m.seq, m.source, m.end, pipeline.SnapshotRow(msg.Data()))
+			// Format debezium marks snapshot rows in a header; format
+			// sluice's sluice block says so in the body.
+			snap := m.snapshot || !s.dbz && pipeline.SnapshotRow(msg.Data())
+			rec.Observe(m.seq, m.source, m.end, snap)
 		}
 		maxEpoch = max(maxEpoch, m.epoch)
 		seen = true
@@ -505,13 +537,25 @@ func (s *Sink) epochAt(ctx context.Context, st jetstream.Stream, sseq uint64) (u
 	return m.epoch, nil
 }
 
-// subjectOf returns the subject of a table, rendered once per table.
+// subjectOf returns the subject of a message, rendered once per table: its
+// table's subject; in format debezium, for a schema change, the
+// schema-change subject (as the Kafka sink's schema_change_topic; a
+// TRUNCATE written as Debezium's op "t" event has the data role and goes
+// to its table's subject). In format sluice a DDL message goes to its
+// table's subject.
 func (s *Sink) subjectOf(m *pipeline.Message) string {
-	k := subjectKey{m.Source, m.DB, m.Table}
+	tmpl, table := &s.subject, m.Table
+	if s.dbz && m.Role == pipeline.RoleSchemaChange {
+		tmpl, table = &s.schemaSubject, "\x00schema" // a key no table has
+	}
+	k := subjectKey{m.Source, m.DB, table}
 	if subj, ok := s.subjects[k]; ok {
 		return subj
 	}
-	subj := string(s.subject.render(nil, m.Source, m.DB, m.Table))
+	if tmpl == &s.schemaSubject {
+		table = ""
+	}
+	subj := string(tmpl.render(nil, m.Source, m.DB, table))
 	s.subjects[k] = subj
 	return subj
 }
@@ -524,6 +568,7 @@ const (
 	hvEpoch
 	hvSource
 	hvEnd
+	hvSnapshot
 	hvCount
 )
 
@@ -611,6 +656,10 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 		h[pipeline.HeaderEpoch] = vals[hvEpoch : hvEpoch+1 : hvEpoch+1]
 		vals[hvSource] = m.Source
 		h[pipeline.HeaderSource] = vals[hvSource : hvSource+1 : hvSource+1]
+		if s.dbz && m.Snapshot {
+			vals[hvSnapshot] = "true"
+			h[HeaderSnapshot] = vals[hvSnapshot : hvSnapshot+1 : hvSnapshot+1]
+		}
 		if m.End != nil {
 			s.buf = pipeline.AppendEnd(s.buf[:0], m.End)
 			vals[hvEnd] = string(s.buf)

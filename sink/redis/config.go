@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -72,6 +73,12 @@ type Config struct {
 	// after each transaction's entries); 0 (default) keeps everything.
 	// Stream mode only.
 	MaxLen int64 `yaml:"max_len"`
+	// Format is the format of the stream entries' key and value fields
+	// (stream mode): sluice (default) or debezium, Debezium's key and
+	// value. Set from the sink's format in the config, not from its
+	// redis block. Mode materialize takes format sluice only (its hashes
+	// are column values).
+	Format codec.Format `yaml:"-"`
 	// DialTimeout bounds connecting; default 5s.
 	DialTimeout time.Duration `yaml:"dial_timeout"`
 	// WriteTimeout bounds one command, from sending it to its reply
@@ -148,6 +155,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxLen > 0 && c.Mode == ModeMaterialize {
 		return errors.New("max_len applies to mode stream only; remove it or set mode: stream")
+	}
+	if err := c.Format.Validate(); err != nil {
+		return err
+	}
+	if c.Format.IsDebezium() && c.Mode == ModeMaterialize {
+		return fmt.Errorf("format %s is for mode stream (entries of Debezium's key and value); mode materialize keeps hashes of column values, which have no format: remove the format, or set mode: stream", codec.FormatDebezium)
 	}
 	if c.DialTimeout < 0 {
 		return fmt.Errorf("dial_timeout %s: must be positive, e.g. 5s", c.DialTimeout)

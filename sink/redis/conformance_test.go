@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/sinktest"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/pipeline"
@@ -22,11 +23,19 @@ func TestConformance(t *testing.T) {
 	r := testenv.StartRedis(t)
 	proxy := testenv.NewFaultProxy(t, r.Addr())
 	c := newClient(t, r.Addr())
-	for _, mode := range []string{ModeStream, ModeMaterialize} {
+	dbz := codec.Format{Name: codec.FormatDebezium}
+	for _, mode := range []string{ModeStream, ModeMaterialize, "stream-debezium"} {
 		t.Run(mode, func(t *testing.T) {
+			cfg := Config{Mode: mode, MessagesPerScript: 2}
+			if mode == "stream-debezium" {
+				cfg.Mode, cfg.Format = ModeStream, dbz
+			}
 			tg := sinktest.Target{
+				Format: cfg.Format,
 				Open: func(t *testing.T, ns string) pipeline.Sink {
-					return newSink(t, proxy.Addr(), Config{Mode: mode, KeyPrefix: ns + ":", MessagesPerScript: 2})
+					c := cfg
+					c.KeyPrefix = ns + ":"
+					return newSink(t, proxy.Addr(), c)
 				},
 				Cut: func(t *testing.T, n int64) {
 					if err := proxy.CutAfter(n); err != nil {
@@ -35,7 +44,7 @@ func TestConformance(t *testing.T) {
 				},
 				Restore: func(t *testing.T) { proxy.RemoveCut() },
 			}
-			if mode == ModeStream {
+			if cfg.Mode == ModeStream {
 				tg.Held = func(t *testing.T, ns string) []uint64 { return heldSeqs(t, c, ns) }
 			}
 			sinktest.Run(t, tg)

@@ -11,6 +11,10 @@
 //	sluice-end     on the last message of a source transaction only: the
 //	               source position after it (pipeline.AppendEnd JSON)
 //
+// In format debezium (Config.Format) key and value are Debezium's key and
+// value, without the "sluice" block; recovery reads the high-water mark
+// only, never a value. Materialize mode takes format sluice only.
+//
 // Materialize mode keeps one hash per row equal to the source row: the key
 // is key_prefix + "{db}.{table}" + ":" + the primary key JSON, the fields
 // are the column names and each value is the column's value as JSON text

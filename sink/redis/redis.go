@@ -158,6 +158,10 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	}, nil
 }
 
+// Format is the format of the stream entries' key and value
+// (pipeline.Formatted).
+func (s *Sink) Format() codec.Format { return s.cfg.Format }
+
 // HighWaterKey returns the key of a pipeline's high-water hash.
 func HighWaterKey(keyPrefix, pipelineName string) string {
 	return keyPrefix + "sluice:" + pipelineName + ":hw"

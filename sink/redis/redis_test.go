@@ -580,6 +580,10 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Addr: "h:1", WriteTimeout: -time.Second}, "write_timeout"},
 		{Config{Addr: "h:1", MessagesPerScript: 10001}, "messages_per_script"},
 		{Config{Addr: "h:1", WaitReplicas: -1}, "wait_replicas"},
+		{Config{Addr: "h:1", Format: codec.Format{Name: codec.FormatDebezium}}, ""},
+		{Config{Addr: "h:1", Mode: ModeStream, Format: codec.Format{Name: codec.FormatDebezium, Schemas: true}}, ""},
+		{Config{Addr: "h:1", Mode: ModeMaterialize, Format: codec.Format{Name: codec.FormatDebezium}}, "format debezium is for mode stream"},
+		{Config{Addr: "h:1", Format: codec.Format{Name: "avro"}}, "format"},
 	} {
 		err := tc.cfg.Validate()
 		switch {
