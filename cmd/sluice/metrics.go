@@ -77,6 +77,7 @@ var (
 	descSrcCatchUp  = prometheus.NewDesc("sluice_source_catch_up_wait_seconds_total", "Time spent waiting for a server the source failed over to to receive transactions already delivered (source.catch_up_wait).", []string{"pipeline", "source"}, nil)
 	descSrcDDL      = prometheus.NewDesc("sluice_ddl_unparsed_total", "DDL statements the SQL parser could not read: each was a warning, was delivered by its default database, and made the source forget every cached table definition.", []string{"pipeline", "source"}, nil)
 	descSchemaUnk   = prometheus.NewDesc("sluice_schema_history_unknown_total", "DDL statements the schema history could not apply (each a warning): the tables they touch are described by information_schema from then on.", []string{"pipeline", "source"}, nil)
+	descTxnEndMiss  = prometheus.NewDesc("sluice_transaction_ends_missing_total", "Transactions whose Debezium END record (provide.transaction.metadata) was not written because their last chunk came without changes (each a warning; not expected).", []string{"pipeline", "source"}, nil)
 	descSchemaMis   = prometheus.NewDesc("sluice_schema_history_mismatches_total", "Rows events whose binlog column metadata (binlog_row_metadata=FULL) differed from the schema history's definition (each a warning; the binlog's metadata was used).", []string{"pipeline", "source"}, nil)
 	descWatermark   = prometheus.NewDesc("sluice_watermark_seconds", "Low watermark: the minimum over live sources of their event time (Unix seconds).", []string{"pipeline"}, nil)
 	descSkew        = prometheus.NewDesc("sluice_source_skew_seconds", "Spread of the live sources' event times (the leading minus the slowest).", []string{"pipeline"}, nil)
@@ -93,7 +94,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone, descSnapBlocked,
-	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSchemaSkip, descSrcDDL, descSchemaUnk, descSchemaMis, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
+	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSchemaSkip, descSrcDDL, descSchemaUnk, descSchemaMis, descTxnEndMiss, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
 	descDelivWM, descJoinRows, descJoinBytes, descJoinEvicted, descJoinEvTime, descJoinLate, descJoinOut, descJoinWM}
 
 // Describe implements prometheus.Collector.
@@ -184,6 +185,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descSrcDDL, float64(s.UnparsedDDL), s.Name)
 		counter(descSchemaUnk, float64(s.SchemaUnknown), s.Name)
 		counter(descSchemaMis, float64(s.SchemaMismatches), s.Name)
+		counter(descTxnEndMiss, float64(s.TxnEndsMissing), s.Name)
 		counter(descSrcFailover, float64(s.Failovers), s.Name)
 		counter(descSrcCatchUp, s.CatchUpWait.Seconds(), s.Name)
 		gauge(descSnapBlocked, s.SnapshotBlocked.Seconds(), s.Name)
