@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
-	"github.com/sluice-cdc/sluice/sink/file"
 )
 
 // TestDebeziumSchemaDefaults: columns with defaults of many types give
@@ -67,14 +65,7 @@ func dbzDefaults(t *testing.T, flavor position.Flavor, meta string, history bool
 	if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
 		t.Fatal(err)
 	}
-	var sinks []pipeline.Sink
-	for i, f := range formats {
-		s, err := file.New("out"+strconv.Itoa(i), file.Config{Path: filepath.Join(dir, strconv.Itoa(i), "out.jsonl"), Format: f}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sinks = append(sinks, s)
-	}
+	sinks := fileSinks(t, dir, formats)
 	store := &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}
 	sc := pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "initial"}}
 	if history {
@@ -91,19 +82,12 @@ func dbzDefaults(t *testing.T, flavor position.Flavor, meta string, history bool
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(cctx) }()
+	stop := runUntilStopped(t, ctx, p, sinks)
 	lines := func(i int) [][]byte {
 		var out [][]byte
-		segs, _ := filepath.Glob(filepath.Join(dir, strconv.Itoa(i), "out.*.jsonl"))
-		for _, seg := range segs {
-			b, _ := os.ReadFile(seg)
-			for l := range bytes.Lines(b) {
-				if bytes.Contains(l, []byte(`"ddl":`)) {
-					continue // the CREATE TABLE's schema-change event
-				}
-				out = append(out, bytes.TrimSuffix(l, []byte("\n")))
+		for _, l := range fileLines(t, filepath.Join(dir, strconv.Itoa(i), "out.jsonl")) {
+			if !bytes.Contains(l, []byte(`"ddl":`)) { // not the CREATE TABLE's schema-change event
+				out = append(out, l)
 			}
 		}
 		return out
@@ -139,13 +123,7 @@ func dbzDefaults(t *testing.T, flavor position.Flavor, meta string, history bool
 		t.Fatal(err)
 	}
 	wait(6)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range sinks {
-		s.Close()
-	}
+	stop()
 
 	type event struct {
 		Schema  json.RawMessage

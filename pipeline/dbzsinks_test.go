@@ -83,44 +83,25 @@ func debeziumNATSRedis(t *testing.T, flavor position.Flavor) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- p.Run(cctx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range sinks {
-				s.Close()
-			}
-		}
+		return runUntilStopped(t, ctx, p, sinks)
 	}
 
 	// fileVals: seq -> Debezium's value, from the file sink's lines.
 	fileVals := func() map[uint64][]byte {
 		out := map[uint64][]byte{}
-		segs, _ := filepath.Glob(filepath.Join(dir, "out.*.jsonl"))
-		for _, seg := range segs {
-			b, err := os.ReadFile(seg)
-			if err != nil {
-				t.Fatal(err)
+		for _, l := range fileLines(t, filepath.Join(dir, "out.jsonl")) {
+			var m struct{ Sluice pipeline.Meta }
+			if err := json.Unmarshal(l, &m); err != nil {
+				t.Fatalf("file line %s: %v", l, err)
 			}
-			for l := range bytes.Lines(b) {
-				l = bytes.TrimSuffix(l, []byte("\n"))
-				var m struct{ Sluice pipeline.Meta }
-				if err := json.Unmarshal(l, &m); err != nil {
-					t.Fatalf("file line %s: %v", l, err)
-				}
-				i := bytes.LastIndex(l, []byte(`,"sluice":{`))
-				if i < 0 {
-					t.Fatalf("file line without a sluice block: %s", l)
-				}
-				if _, dup := out[m.Sluice.Seq]; dup {
-					t.Fatalf("seq %d twice in the file sink", m.Sluice.Seq)
-				}
-				out[m.Sluice.Seq] = append(l[:i:i], '}')
+			i := bytes.LastIndex(l, []byte(`,"sluice":{`))
+			if i < 0 {
+				t.Fatalf("file line without a sluice block: %s", l)
 			}
+			if _, dup := out[m.Sluice.Seq]; dup {
+				t.Fatalf("seq %d twice in the file sink", m.Sluice.Seq)
+			}
+			out[m.Sluice.Seq] = append(l[:i:i], '}')
 		}
 		return out
 	}

@@ -1,10 +1,8 @@
 package pipeline_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
-	"github.com/sluice-cdc/sluice/sink/file"
 )
 
 // TestSinkFormats: three sinks of one pipeline in three formats (sluice,
@@ -47,14 +44,7 @@ func sinkFormats(t *testing.T, flavor position.Flavor) {
 		if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
 			t.Fatal(err)
 		}
-		var sinks []pipeline.Sink
-		for i, f := range formats {
-			s, err := file.New("out"+strconv.Itoa(i), file.Config{Path: filepath.Join(dir, strconv.Itoa(i), "out.jsonl"), Format: f}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sinks = append(sinks, s)
-		}
+		sinks := fileSinks(t, dir, formats)
 		p, err := pipeline.New(pipeline.Config{
 			Name:            "fmt",
 			Source:          pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "initial"}},
@@ -67,33 +57,9 @@ func sinkFormats(t *testing.T, flavor position.Flavor) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cctx, cancel := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- p.Run(cctx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range sinks {
-				s.Close()
-			}
-		}
+		return runUntilStopped(t, ctx, p, sinks)
 	}
-	lines := func(i int) [][]byte {
-		var out [][]byte
-		segs, _ := filepath.Glob(filepath.Join(dir, strconv.Itoa(i), "out.*.jsonl"))
-		for _, seg := range segs {
-			b, err := os.ReadFile(seg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for l := range bytes.Lines(b) {
-				out = append(out, bytes.TrimSuffix(l, []byte("\n")))
-			}
-		}
-		return out
-	}
+	lines := func(i int) [][]byte { return fileLines(t, filepath.Join(dir, strconv.Itoa(i), "out.jsonl")) }
 	waitLines := func(n int) {
 		deadline := time.Now().Add(60 * time.Second)
 		for {
