@@ -570,6 +570,13 @@ func (d *dbzState) appendRow(dst []byte, t *dbzTable, row binlog.Row) []byte {
 	dst = append(dst, '{')
 	if len(row) >= len(cols) {
 		row = row[:len(cols)]
+		if !t.anyDef { // the common case, kept to one call per value
+			for i := range row {
+				dst = append(dst, names[i]...)
+				dst = d.appendValue(dst, &cols[i], &row[i])
+			}
+			return append(dst, '}')
+		}
 		for i := range row {
 			dst = append(dst, names[i]...)
 			dst = d.appendField(dst, &cols[i], &row[i], t.defs[i])
@@ -616,6 +623,8 @@ type dbzTable struct {
 	// defs is each column's default as its value is written, nil for
 	// a column without one.
 	defs [][]byte
+	// anyDef is set when a column has a default (else rows skip them).
+	anyDef bool
 	// open is the event up to the before image: `{"before":`, after
 	// `{"schema":<envelope schema>,"payload":` with schemas; openNull is
 	// open and `null,"after":` (no before image). open is a prefix of
@@ -649,7 +658,9 @@ func (d *dbzState) table(e *Encoder, t *binlog.Table) *dbzTable {
 				}
 				q = appendQuoted(q, t.Columns[i].Name)
 				x.names = append(x.names, append(q, ':'))
-				x.defs = append(x.defs, d.defaultValue(&t.Columns[i]))
+				def := d.defaultValue(&t.Columns[i])
+				x.defs = append(x.defs, def)
+				x.anyDef = x.anyDef || def != nil
 			}
 			if d.opts.schemas {
 				x.openNull = append(x.openNull, `{"schema":`...)
