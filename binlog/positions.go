@@ -191,13 +191,21 @@ func mysqlGTIDAt(c *client.Conn, p position.Position) (string, error) {
 	set, _ := position.ParseGTIDSet(position.MySQL, "")
 	st.set = set
 	next := uint32(4) // where the next event must start
+	page := showEventsPage
 	for {
-		q := fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT %d", mysql.Escape(p.File), next, showEventsPage)
+		q := fmt.Sprintf("SHOW BINLOG EVENTS IN '%s' FROM %d LIMIT %d", mysql.Escape(p.File), next, page)
 		rs, err := c.Execute(q)
 		if err != nil {
 			var myErr *mysql.MyError
 			if errors.As(err, &myErr) && myErr.Code == mysql.ER_ERROR_WHEN_EXECUTING_COMMAND && strings.Contains(strings.ToLower(myErr.Message), "could not find target log") {
 				return "", fmt.Errorf("%w: the server has no binlog file %s", ErrPositionUnknown, p.File)
+			}
+			if errors.As(err, &myErr) && myErr.Code == mysql.ER_ERROR_WHEN_EXECUTING_COMMAND && strings.Contains(strings.ToLower(myErr.Message), "truncated in the middle of event") && page > 1 {
+				// A page reaching past p into the active file's tail,
+				// which the server is still writing: the events up to p
+				// are whole, so read them in smaller pages.
+				page = max(1, page/16)
+				continue
 			}
 			return "", fmt.Errorf("binlog: reading the events of %s to find the GTID state at %s:%d: %w", p.File, p.File, p.Offset, brief(err))
 		}
