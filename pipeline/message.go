@@ -396,6 +396,11 @@ const (
 	HeaderEpoch  = "sluice-epoch"
 	HeaderSource = "sluice-source"
 	HeaderEnd    = "sluice-end" // JSON of position.Position, on transaction ends
+	// HeaderSnapshot ("true") marks, in format debezium, a message of a
+	// snapshot (a row it read, or the TRUNCATE before a table read again
+	// whole), which recovery leaves out of its count of a cut transaction:
+	// Debezium's value has no sluice block to tell it (SnapshotRow).
+	HeaderSnapshot = "sluice-snapshot"
 )
 
 // AppendEnd appends the JSON of an end position (for HeaderEnd).

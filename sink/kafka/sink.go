@@ -37,7 +37,7 @@ const HeaderPipeline = "sluice-pipeline"
 // (a row it read, or the TRUNCATE before a table read again whole), which
 // recovery leaves out of its count of a cut transaction; in format sluice
 // recovery tells them from the value (pipeline.SnapshotRow).
-const HeaderSnapshot = "sluice-snapshot"
+const HeaderSnapshot = pipeline.HeaderSnapshot
 
 var snapshotVal = []byte("true")
 

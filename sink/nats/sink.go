@@ -41,7 +41,7 @@ func IsFence(h gonats.Header) bool { return h.Get(HeaderFence) != "" }
 // snapshot row, as the Kafka sink's header of the same name: Debezium's
 // value has no sluice block, from which recovery tells snapshot rows in
 // format sluice.
-const HeaderSnapshot = "sluice-snapshot"
+const HeaderSnapshot = pipeline.HeaderSnapshot
 
 // scanBatch is how many message headers a recovery scan asks for at once.
 const scanBatch = 1000
