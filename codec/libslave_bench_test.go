@@ -13,12 +13,13 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
 )
 
 // The tables and rows of `sluice bench libslave` (internal/bench's
 // short_table and long_table, as INSERT … SELECT and the UPDATEs write
-// them with sql_mode ''), for comparing the formats on the rows the
-// end-to-end benchmark decodes.
+// them with sql_mode '', the long table's column defaults included), for
+// comparing the formats on the rows the end-to-end benchmark decodes.
 
 var libShortTable = &binlog.Table{
 	Schema: "bench",
@@ -82,6 +83,12 @@ var libLongTable = func() *binlog.Table {
 		}
 		t.Columns = append(t.Columns, c)
 	}
+	// The defaults, as the reader takes them from SHOW CREATE TABLE.
+	def, err := binlog.ParseCreateTable(libslavedb.LongTable, false)
+	if err != nil {
+		panic(err)
+	}
+	binlog.ApplyCreateTable(t, def)
 	return t
 }()
 

@@ -10,14 +10,14 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/internal/bench"
+	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
 
 // The long_table of the libslave benchmark.
-var longTableDDL = strings.Replace(bench.LongTableDDL, "CREATE TABLE long_table", "CREATE TABLE benchdb.long_table", 1)
+var longTableDDL = strings.Replace(libslavedb.LongTable, "CREATE TABLE long_table", "CREATE TABLE benchdb.long_table", 1)
 
 const benchRows = 200000
 

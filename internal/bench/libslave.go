@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -65,39 +66,6 @@ var formatArgs = map[string][]string{
 	"debezium":         {"--format", "debezium"},
 	"debezium-schemas": {"--format", "debezium", "--schemas"},
 }
-
-// LongTableDDL creates the libslave article's 26-column long_table (in the
-// current database).
-const LongTableDDL = longTableDDL
-
-const longTableDDL = `CREATE TABLE long_table (
-  id int NOT NULL AUTO_INCREMENT PRIMARY KEY,
-  field1 timestamp NOT NULL DEFAULT 0,
-  field2 timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
-  field3 enum('a','b','c') NOT NULL DEFAULT 'a',
-  field4 enum('a','b','c') NOT NULL DEFAULT 'a',
-  field5 varchar(255) NOT NULL,
-  field6 int NOT NULL,
-  field7 int NOT NULL,
-  field8 text NOT NULL,
-  field9 set('a','b','c') NOT NULL DEFAULT 'a',
-  field10 int unsigned NOT NULL DEFAULT 2,
-  field11 double NOT NULL DEFAULT 1.0,
-  field12 double NOT NULL DEFAULT 0.0,
-  field13 int NOT NULL,
-  field14 int NOT NULL,
-  field15 int NOT NULL,
-  field16 text NOT NULL,
-  field17 varchar(255) NOT NULL,
-  field18 varchar(255) NOT NULL,
-  field19 enum('a','b','c') NOT NULL DEFAULT 'a',
-  field20 int NOT NULL DEFAULT 10,
-  field21 double NOT NULL,
-  field22 double NOT NULL DEFAULT 1.0,
-  field23 double NOT NULL DEFAULT 1.0,
-  field24 double NOT NULL DEFAULT 1.0,
-  field25 text NOT NULL DEFAULT ""
-) ENGINE=InnoDB`
 
 // Prepare starts a server of the flavor and writes the four ranges.
 func Prepare(ctx context.Context, flavor position.Flavor, rows int, log io.Writer) (*testenv.Server, []Range, error) {
@@ -160,8 +128,8 @@ func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names 
 		"CREATE DATABASE bench",
 		"USE bench",
 		"SET GLOBAL sql_mode = ''",
-		"CREATE TABLE short_table (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, field1 int NOT NULL, field2 int NOT NULL) ENGINE=InnoDB",
-		tableDDL(flavor, longTableDDL),
+		libslavedb.ShortTable,
+		tableDDL(flavor, libslavedb.LongTable),
 	)
 	for _, q := range setup {
 		if _, err := c.Execute(q); err != nil {

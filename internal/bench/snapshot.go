@@ -28,6 +28,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 
+	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -204,8 +205,8 @@ func PrepareSnapshot(ctx context.Context, flavor position.Flavor, shortRows, lon
 		// The snapshot reads tables, not the binlog: loading them need not
 		// log 12M rows.
 		"SET SESSION sql_log_bin = 0",
-		"CREATE TABLE short_table (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, field1 int NOT NULL, field2 int NOT NULL) ENGINE=InnoDB",
-		tableDDL(flavor, longTableDDL),
+		libslavedb.ShortTable,
+		tableDDL(flavor, libslavedb.LongTable),
 	}
 	if flavor == position.MySQL {
 		// information_schema.TABLES otherwise shows sizes cached for a day.
