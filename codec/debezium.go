@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
 )
@@ -377,21 +376,6 @@ func floorDiv(a, b int64) int64 {
 		q--
 	}
 	return q
-}
-
-// nowNano reads the encoder's clock in Unix nanoseconds (see Encoder for
-// the default clock).
-func (e *Encoder) nowNano() int64 {
-	if e.now != nil {
-		return e.now().UnixNano()
-	}
-	c := &e.clock
-	d := time.Since(c.base)
-	if c.base.IsZero() || d < 0 || d >= time.Second {
-		c.base = time.Now()
-		c.baseNano, d = c.base.UnixNano(), 0
-	}
-	return c.baseNano + int64(d)
 }
 
 // appendDbzSource writes the "source" member of MySQL's Debezium source

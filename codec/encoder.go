@@ -216,20 +216,25 @@ func (e *Encoder) columnNames(t *binlog.Table) [][]byte {
 	return n.text
 }
 
+// nowNano reads the encoder's clock in Unix nanoseconds (see Encoder for
+// the default clock).
+func (e *Encoder) nowNano() int64 {
+	if e.now != nil {
+		return e.now().UnixNano()
+	}
+	c := &e.clock
+	d := time.Since(c.base)
+	if c.base.IsZero() || d < 0 || d >= time.Second {
+		c.base = time.Now()
+		c.baseNano, d = c.base.UnixNano(), 0
+	}
+	return c.baseNano + int64(d)
+}
+
 // appendNow appends the current time in Unix milliseconds.
 func (e *Encoder) appendNow(dst []byte) []byte {
 	c := &e.clock
-	var ms int64
-	if e.now != nil {
-		ms = e.now().UnixMilli()
-	} else {
-		d := time.Since(c.base)
-		if c.base.IsZero() || d < 0 || d >= time.Second {
-			c.base = time.Now()
-			c.baseNano, d = c.base.UnixNano(), 0
-		}
-		ms = (c.baseNano + int64(d)) / 1e6
-	}
+	ms := e.nowNano() / 1e6
 	if ms != c.ms || len(c.text) == 0 {
 		c.ms, c.text = ms, strconv.AppendInt(c.text[:0], ms, 10)
 	}
