@@ -201,7 +201,9 @@ func (r Result) RowsPerSec() float64 {
 	return float64(r.Rows-r.FirstRows) / r.SteadySeconds
 }
 
-// Run measures every mode on every range, best of opts.Runs.
+// Run measures every mode on every range, best of opts.Runs. The runs of
+// a range take the modes in turn (run 1 of every mode, then run 2, …),
+// so that a noisy phase of a shared machine falls on all of them alike.
 func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) ([]Result, error) {
 	modes := opts.Modes
 	if len(modes) == 0 {
@@ -209,24 +211,27 @@ func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) 
 	}
 	var results []Result
 	for _, rg := range ranges {
-		for _, mode := range modes {
-			var best Result
-			cpu := 0.0
-			for i := 0; i < max(opts.Runs, 1); i++ {
+		best := make([]Result, len(modes))
+		for i := 0; i < max(opts.Runs, 1); i++ {
+			for m, mode := range modes {
 				res, err := runChild(ctx, opts, db, rg, mode)
 				if err != nil {
 					return results, fmt.Errorf("%s on %s: %w", mode, rg.Name, err)
 				}
-				if best.Seconds == 0 || res.RowsPerSec() > best.RowsPerSec() {
-					best = res
-				}
+				cpu := best[m].CPUSeconds
 				if i == 0 || res.CPUSeconds < cpu {
 					cpu = res.CPUSeconds
 				}
+				if best[m].Seconds == 0 || res.RowsPerSec() > best[m].RowsPerSec() {
+					best[m] = res
+				}
+				best[m].CPUSeconds = cpu
 			}
-			best.CPUSeconds = cpu
-			fmt.Fprintf(opts.Log, "%-13s %-9s %9d rows %8.3fs (steady %.3fs) %12.0f rows/s  max RSS %4d MiB\n", rg.Name, mode, best.Rows, best.Seconds, best.SteadySeconds, best.RowsPerSec(), best.MaxRSS>>20)
-			results = append(results, best)
+		}
+		for m, mode := range modes {
+			b := best[m]
+			fmt.Fprintf(opts.Log, "%-13s %-9s %9d rows %8.3fs (steady %.3fs) %12.0f rows/s  max RSS %4d MiB\n", rg.Name, mode, b.Rows, b.Seconds, b.SteadySeconds, b.RowsPerSec(), b.MaxRSS>>20)
+			results = append(results, b)
 		}
 	}
 	return results, nil
