@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 
@@ -471,13 +472,19 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 	}
 	// The defaults, and ENUM and SET members as written (COLUMN_TYPE shows
 	// a 4-byte UTF-8 character as '?' on MySQL), from SHOW CREATE TABLE
-	// read with the history's parser; without it, no defaults.
-	if sc, err := c.Execute("SHOW CREATE TABLE " + quoteName(db) + "." + quoteName(table)); err == nil {
+	// read with the history's parser; without it, no defaults (warned:
+	// format debezium's schema then has none, and nulls stay null).
+	sc, err := c.Execute("SHOW CREATE TABLE " + quoteName(db) + "." + quoteName(table))
+	if err == nil {
 		create := resultString(sc, 0, 1)
 		sc.Close()
-		if def, err := ParseCreateTable(create, false); err == nil {
+		var def *Table
+		if def, err = ParseCreateTable(create, false); err == nil {
 			ApplyCreateTable(t, def)
 		}
+	}
+	if err != nil {
+		slog.Default().Warn(NoDefaultsWarning, "table", db+"."+table, "error", err)
 	}
 	// MariaDB's JSON is LONGTEXT with a json_valid() check named after the column.
 	if chk, err := c.Execute(`SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
@@ -493,6 +500,11 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 	}
 	return t, nil
 }
+
+// NoDefaultsWarning is logged when a table's SHOW CREATE TABLE cannot be
+// read or parsed: its columns are described without their defaults and
+// ENUM or SET members as written (information_schema's are used).
+const NoDefaultsWarning = "SHOW CREATE TABLE could not be read or parsed: the table's columns have no defaults (format debezium's schema shows none, and replace.null.with.default leaves nulls null); grant SELECT on the table, or report the statement if it does not parse"
 
 // ApplyCreateTable sets the Default of each column of t, and the members
 // of its ENUM and SET columns, from def (ParseCreateTable of the same

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -361,11 +362,12 @@ func readCreate(c *client.Conn, t *binlog.Table, mariaDB bool) error {
 	if _, err := c.Execute("SET character_set_results = NULL"); err != nil {
 		return fmt.Errorf("snapshot: restoring the session after SHOW CREATE TABLE: %w", err)
 	}
-	if err != nil {
-		return nil // no defaults, information_schema's members
+	var def *binlog.Table
+	if err == nil {
+		def, err = binlog.ParseCreateTable(create, mariaDB)
 	}
-	def, err := binlog.ParseCreateTable(create, mariaDB)
-	if err != nil {
+	if err != nil { // no defaults, information_schema's members
+		slog.Default().Warn(binlog.NoDefaultsWarning, "table", t.Schema+"."+t.Name, "error", err)
 		return nil
 	}
 	binlog.ApplyCreateTable(t, def)
