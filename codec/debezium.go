@@ -568,12 +568,12 @@ func (d *dbzState) appendRow(dst []byte, t *dbzTable, row binlog.Row) []byte {
 		for i := range row {
 			dst = append(dst, names[i]...)
 			def := defs[i]
+			d.def = def // nil too: appendZero must not see the last column's
 			if def == nil {
 				dst = d.appendValue(dst, &cols[i], &row[i])
 				continue
 			}
 			n := len(dst)
-			d.def = def
 			dst = d.appendValue(dst, &cols[i], &row[i])
 			if replace && string(dst[n:]) == "null" {
 				dst = append(dst[:n], def...)

@@ -141,6 +141,16 @@ func TestDebeziumZeroDateDefault(t *testing.T) {
 	if got := string(member(t, dbzEvent(t, f, col, dtv(2021, 1, 1, 0, 0, 0, 0)), "after", "c")); got != "1609459200000" {
 		t.Fatalf("a value: %s; want 1609459200000", got)
 	}
+	// A column before it with a default: its default is not this one's.
+	tb := &binlog.Table{Schema: "shop", Name: "t", PrimaryKey: []int{0}, Columns: []binlog.Column{
+		withDefault(binlog.Column{Name: "id", Type: mysql.MYSQL_TYPE_LONG, Kind: binlog.KindInt}, "7"),
+		nn(binlog.Column{Name: "c", Type: mysql.MYSQL_TYPE_DATETIME2, Kind: binlog.KindDateTime})}}
+	enc := NewEncoder(Source{Name: "srv", ServerID: 7, Version: "1.0"}, WithFormat(f), WithClock(dbzFixedClock))
+	ch := binlog.Change{Op: binlog.OpInsert, Table: tb, After: binlog.Row{binlog.IntValue(1), zero}, File: "binlog.000001", Pos: 4}
+	out := enc.AppendChange(nil, &binlog.Txn{GTID: "g:1"}, &ch)
+	if got := string(member(t, out, "after", "c")); got != "0" {
+		t.Fatalf("after a column with a default: %s; want the epoch, 0", got)
+	}
 	bad := Format{Name: FormatDebezium, ReplaceNullWithDefault: "yes"}
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "replace.null.with.default") {
 		t.Fatalf("Validate of replace.null.with.default yes: %v", err)
