@@ -29,7 +29,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -68,18 +68,18 @@ var formatArgs = map[string][]string{
 }
 
 // Prepare starts a server of the flavor and writes the four ranges.
-func Prepare(ctx context.Context, flavor position.Flavor, rows int, log io.Writer) (*testenv.Server, []Range, error) {
+func Prepare(ctx context.Context, flavor position.Flavor, rows int, log io.Writer) (*throwaway.Server, []Range, error) {
 	return PrepareRanges(ctx, flavor, rows, nil, log)
 }
 
 // ServerOptions are the benchmark server's settings: room for the
 // million-row transactions.
-func ServerOptions(flavor position.Flavor) testenv.Options {
+func ServerOptions(flavor position.Flavor) throwaway.Options {
 	redo := "--innodb-log-file-size=512M"
 	if flavor == position.MySQL {
 		redo = "--innodb-redo-log-capacity=1G"
 	}
-	return testenv.Options{Flavor: flavor,
+	return throwaway.Options{Flavor: flavor,
 		Extra: []string{"--innodb-buffer-pool-size=1G", redo, "--max-binlog-size=1G", "--max-allowed-packet=1G"}}
 }
 
@@ -113,8 +113,8 @@ func tableDDL(flavor position.Flavor, ddl string) string {
 // PrepareRanges starts a server of the flavor and writes the named ranges
 // (all when names is empty), in the order short_insert, long_insert,
 // short_update, long_update.
-func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names []string, log io.Writer) (*testenv.Server, []Range, error) {
-	db, err := testenv.Start(ctx, ServerOptions(flavor))
+func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names []string, log io.Writer) (*throwaway.Server, []Range, error) {
+	db, err := throwaway.Start(ctx, ServerOptions(flavor))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,7 +204,7 @@ func (r Result) RowsPerSec() float64 {
 // Run measures every mode on every range, best of opts.Runs. The runs of
 // a range take the modes in turn (run 1 of every mode, then run 2, …),
 // so that a noisy phase of a shared machine falls on all of them alike.
-func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) ([]Result, error) {
+func Run(ctx context.Context, db *throwaway.Server, ranges []Range, opts Options) ([]Result, error) {
 	modes := opts.Modes
 	if len(modes) == 0 {
 		modes = Modes
@@ -240,7 +240,7 @@ func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) 
 // runChild runs one measurement in a child process and reads its
 // "rows=N bytes=N seconds=F" summary: `sluice tail` itself for sluice's
 // modes, `sluice bench child` for the peers.
-func runChild(ctx context.Context, opts Options, db *testenv.Server, rg Range, mode string) (Result, error) {
+func runChild(ctx context.Context, opts Options, db *throwaway.Server, rg Range, mode string) (Result, error) {
 	self := opts.Self
 	from := rg.From.File + ":" + strconv.FormatUint(uint64(rg.From.Offset), 10)
 	to := rg.To.File + ":" + strconv.FormatUint(uint64(rg.To.Offset), 10)
@@ -364,7 +364,7 @@ func Report(w io.Writer, results []Result) {
 }
 
 // masterPos is the server's current binlog position.
-func masterPos(ctx context.Context, db *testenv.Server) (position.Position, error) {
+func masterPos(ctx context.Context, db *throwaway.Server) (position.Position, error) {
 	c, err := db.Conn(ctx)
 	if err != nil {
 		return position.Position{}, err
