@@ -46,7 +46,12 @@ type Options struct {
 	Rows  int      // rows per table (default 1,000,000)
 	Modes []string // modes to measure (default all)
 	Runs  int      // runs per mode and range; the best is kept (default 1)
-	Self  string   // path of the sluice binary to re-execute
+	// Self is the sluice binary whose tail command reads the sluice
+	// modes' ranges.
+	Self string
+	// Peer is the binary whose child command (bench.Child) reads the
+	// peers' ranges: sluice-bench itself.
+	Peer string
 	// ProfileDir, when set, receives a CPU profile of every sluice run
 	// (RANGE-MODE.prof).
 	ProfileDir string
@@ -238,16 +243,18 @@ func Run(ctx context.Context, db *throwaway.Server, ranges []Range, opts Options
 }
 
 // runChild runs one measurement in a child process and reads its
-// "rows=N bytes=N seconds=F" summary: `sluice tail` itself for sluice's
-// modes, `sluice bench child` for the peers.
+// "rows=N bytes=N seconds=F" summary: `sluice tail` (opts.Self) for
+// sluice's modes, `sluice-bench child` (opts.Peer) for the peers.
 func runChild(ctx context.Context, opts Options, db *throwaway.Server, rg Range, mode string) (Result, error) {
-	self := opts.Self
 	from := rg.From.File + ":" + strconv.FormatUint(uint64(rg.From.Offset), 10)
 	to := rg.To.File + ":" + strconv.FormatUint(uint64(rg.To.Offset), 10)
-	args := []string{"bench", "child", mode, db.URL(), from, to}
+	self, args := opts.Peer, []string{"child", mode, db.URL(), from, to}
 	fa, tail := formatArgs[mode]
 	if tail {
-		args = append([]string{"tail", "--source", db.URL(), "--from", from, "--to", to}, fa...)
+		self, args = opts.Self, append([]string{"tail", "--source", db.URL(), "--from", from, "--to", to}, fa...)
+	}
+	if self == "" {
+		return Result{}, fmt.Errorf("bench: no binary to run mode %s in (Options.Self for sluice's modes, Options.Peer for the peers)", mode)
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
 	if opts.ProfileDir != "" {

@@ -100,7 +100,7 @@ type SnapshotOptions struct {
 	Parallel int    // sluice's --snapshot-parallel (default 2)
 	Chunk    int    // sluice's --snapshot-chunk (0: sluice's default)
 	Runs     int    // runs per reader and case; the fastest is kept (default 1)
-	Self     string // path of the sluice binary to run
+	Self     string // path of the sluice binary whose tail command is measured
 	// ProfileDir, when set, receives a CPU profile of every sluice run
 	// (CASE-MODE.prof).
 	ProfileDir string
