@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -99,7 +99,7 @@ func (r PipelineResult) MsgsPerSec() float64 {
 	return float64(r.Messages) / r.Seconds
 }
 
-func sourceConfig(db *testenv.Server) (binlog.Config, error) {
+func sourceConfig(db *throwaway.Server) (binlog.Config, error) {
 	src, err := binlog.ParseSourceURL(db.URL())
 	if err != nil {
 		return src, err
@@ -111,7 +111,7 @@ func sourceConfig(db *testenv.Server) (binlog.Config, error) {
 // PipelineThroughput runs the pipeline over rg into a new sink of kind k
 // writing format f and times it from start until the last message is
 // durable and checkpointed.
-func PipelineThroughput(ctx context.Context, db *testenv.Server, rg Range, k SinkKind, f OutputFormat) (PipelineResult, error) {
+func PipelineThroughput(ctx context.Context, db *throwaway.Server, rg Range, k SinkKind, f OutputFormat) (PipelineResult, error) {
 	res := PipelineResult{Range: rg.Name, Sink: k.Name, Format: f.Name}
 	dir, err := os.MkdirTemp("", "sluice-bench-pipeline-")
 	if err != nil {
@@ -198,7 +198,7 @@ func (l *latencySink) Write(ctx context.Context, b *pipeline.Batch) (string, err
 // pipeline delivers them to a sink of kind k writing format f, and reports
 // percentiles of the time from the row's commit to its being durable in
 // the sink.
-func PipelineLatency(ctx context.Context, db *testenv.Server, k SinkKind, f OutputFormat, txnsPerSec int, d time.Duration) (LatencyResult, error) {
+func PipelineLatency(ctx context.Context, db *throwaway.Server, k SinkKind, f OutputFormat, txnsPerSec int, d time.Duration) (LatencyResult, error) {
 	res := LatencyResult{Sink: k.Name, Format: f.Name}
 	if err := db.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench.lat (id BIGINT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) NOT NULL DEFAULT NOW(6), pad VARCHAR(64) NOT NULL DEFAULT 'steady-load')"); err != nil {
 		return res, err
