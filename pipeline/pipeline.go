@@ -300,7 +300,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	m := newMerger(p)
 	m.b = newBuilder(p, w, epoch, pl.nextSeq, pl.holds)
 	m.b.noLast = pl.noLast
-	m.pins = pl.pins
+	m.core.pins = pl.pins
 	p.merger.Store(m)
 	defer p.merger.Store(nil)
 	var wg sync.WaitGroup
@@ -517,10 +517,8 @@ func (p *Pipeline) Status() Status {
 	if m := p.merger.Load(); m != nil {
 		for i, in := range m.ins {
 			ss := &s.Sources[i]
-			in.mu.Lock()
-			pr := in.progress()
-			ss.Streaming, ss.Stalled, ss.Queued = in.streaming, in.stalled, in.bytes
-			in.mu.Unlock()
+			var pr int64
+			pr, ss.Streaming, ss.Stalled, ss.Queued = in.status()
 			if pr > 0 {
 				ss.EventTime = time.Unix(0, pr)
 				ss.Lag = now.Sub(ss.EventTime)

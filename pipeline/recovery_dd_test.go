@@ -114,18 +114,25 @@ func testLogger(w *bytes.Buffer) *slog.Logger {
 	}))
 }
 
-// parsePos reads "FILE:OFF", or "FILE:OFF@SERVER" (no GTIDs: positions of
-// one server, ordered by file and offset).
+// parsePos reads "FILE:OFF", "FILE:OFF@SERVER" or
+// "FILE:OFF@SERVER+GTIDS" (a MariaDB GTID state: positions of two servers
+// are ordered by their GTID states, see position.Position.Compare).
 func parsePos(t *testing.T, d *datadriven.TestData, s string) position.Position {
-	srv := ""
+	srv, gtids := "", ""
 	if i := strings.IndexByte(s, '@'); i >= 0 {
 		s, srv = s[:i], s[i+1:]
+		if j := strings.IndexByte(srv, '+'); j >= 0 {
+			srv, gtids = srv[:j], srv[j+1:]
+		}
 	}
 	p, err := position.ParseFilePos(s)
 	if err != nil {
 		d.Fatalf(t, "%v", err)
 	}
 	p.Server = srv
+	if gtids != "" {
+		p.GTIDs, p.Flavor = gtids, position.MariaDB
+	}
 	return p
 }
 
