@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/cockroachdb/datadriven v1.0.3
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/go-mysql-org/go-mysql v1.16.0
 	github.com/google/uuid v1.6.0
@@ -81,6 +82,7 @@ require (
 	github.com/pingcap/tidb/pkg/parser v0.0.0-20260504140133-511dba1dbe17 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/planetscale/vtprotobuf v0.6.1-0.20250313105119-ba97887b0a25 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
