@@ -202,7 +202,11 @@ func (r planner) plan(cp *checkpoint.Checkpoint, recs []Recovery, pl plan) (plan
 	for i := range recs {
 		pl.offsets[i] = recs[i].Offset
 	}
-	if len(r.sources) > 1 {
+	if len(r.sources) > 1 || r.othersHeld(cp, recs) {
+		// Several sources, or one left of several: the sinks' sequence
+		// numbers past the checkpoint may be another source's, so the
+		// sources resume by position and messages are numbered after
+		// everything the sinks hold.
 		pl.nextSeq = maxSeq + 1
 		return pl, r.planSources(cp, recs, &pl)
 	}
@@ -259,6 +263,31 @@ func (r planner) plan(cp *checkpoint.Checkpoint, recs []Recovery, pl plan) (plan
 		r.log.Warn("no checkpoint, but the sinks hold this pipeline's messages: resuming after the last transaction they all hold", "position", sp.pos.String(), "next_seq", pl.nextSeq)
 	}
 	return pl, nil
+}
+
+// othersHeld reports whether the checkpoint or a sink names a source
+// other than the one configured: a pipeline that had several sources and
+// now has one.
+func (r planner) othersHeld(cp *checkpoint.Checkpoint, recs []Recovery) bool {
+	name := r.sources[0].name
+	for s := range cp.Sources {
+		if s != name {
+			return true
+		}
+	}
+	for _, rec := range recs {
+		for s := range rec.Ends {
+			if s != name {
+				return true
+			}
+		}
+		for s, n := range rec.Partial {
+			if s != name && n > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // planSources resumes each of several sources from the earliest of its
