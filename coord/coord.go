@@ -14,8 +14,6 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-
-	"github.com/sluice-cdc/sluice/checkpoint"
 )
 
 // Errors of the package.
@@ -92,7 +90,7 @@ func New(cfg Config, pipeline string, log *slog.Logger) (*Etcd, error) {
 	return e, nil
 }
 
-// Client is the etcd client, for the pipeline's checkpoint.EtcdStore.
+// Client is the etcd client, for the pipeline's EtcdStore.
 func (e *Etcd) Client() *clientv3.Client { return e.client }
 
 // ID is this replica's name.
@@ -113,14 +111,14 @@ func (e *Etcd) CheckpointKey() string { return e.cfg.Prefix + e.pipeline + "/che
 // CheckpointStore is the pipeline's checkpoint store at CheckpointKey,
 // fenced by l: its saves fail with checkpoint.ErrConflict once l is no
 // longer the leadership in etcd.
-func (e *Etcd) CheckpointStore(l *Leadership) *checkpoint.EtcdStore {
-	return &checkpoint.EtcdStore{Client: e.client, Key: e.CheckpointKey(), Guard: l.Guard}
+func (e *Etcd) CheckpointStore(l *Leadership) *EtcdStore {
+	return &EtcdStore{Client: e.client, Key: e.CheckpointKey(), Guard: l.Guard}
 }
 
 // SchemaStore is the schema history of a source, in etcd beside the
 // checkpoint, written only while l leads.
-func (e *Etcd) SchemaStore(l *Leadership, source string) *checkpoint.EtcdSchemaStore {
-	return &checkpoint.EtcdSchemaStore{Client: e.client, Prefix: e.CheckpointKey() + "/schema/" + source + "/", Guard: l.Guard}
+func (e *Etcd) SchemaStore(l *Leadership, source string) *EtcdSchemaStore {
+	return &EtcdSchemaStore{Client: e.client, Prefix: e.CheckpointKey() + "/schema/" + source + "/", Guard: l.Guard}
 }
 
 // Close ends every leadership of e (as Resign does, within a bound) and
