@@ -10,7 +10,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // A row's payload, as the sink stores it in the join state:
@@ -71,7 +71,7 @@ func appendMicros(dst []byte, t int64) []byte {
 }
 
 // appendSide writes the side JSON of a change's row.
-func appendSide(dst []byte, m *pipeline.Message, ch *binlog.Change, row binlog.Row, t int64) []byte {
+func appendSide(dst []byte, m *sink.Message, ch *binlog.Change, row binlog.Row, t int64) []byte {
 	dst = append(dst, `{"source":`...)
 	dst = appendJSONString(dst, m.Source)
 	dst = append(dst, `,"db":`...)

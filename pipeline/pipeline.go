@@ -1229,8 +1229,8 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			m.End = &end
 		}
 		if b.holds != nil && !t.Snapshot {
-			m.held = txnMask | b.heldOpen(bt, si, t)
-			bt.held = bt.held || m.held != 0
+			m.Held = txnMask | b.heldOpen(bt, si, t)
+			bt.held = bt.held || m.Held != 0
 		}
 		m.KeyChange = kcs[0]
 		if mark != nil || trunc {
@@ -1754,7 +1754,7 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 		all := msgs
 		msgs = make([]Message, 0, len(all))
 		for _, m := range all {
-			if m.held&(1<<i) == 0 {
+			if m.Held&(1<<i) == 0 {
 				msgs = append(msgs, m)
 			}
 		}
