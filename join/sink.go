@@ -196,7 +196,7 @@ func NewSink(cfg Config, opts SinkOptions) (*Sink, error) {
 	if opts.Tick == 0 {
 		opts.Tick = time.Second
 	}
-	s := &Sink{cfg: cfg, opts: opts, name: "join:" + cfg.Name, nameJSON: appendJSONString(nil, cfg.Name)}
+	s := &Sink{cfg: cfg, opts: opts, name: "join:" + cfg.Name, nameJSON: codec.AppendString(nil, cfg.Name)}
 	s.log = opts.Logger.With("join", cfg.Name)
 	s.outlets[outJoined] = opts.Out
 	if cfg.Late != LateDrop {

@@ -1070,8 +1070,7 @@ func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64, holds [][]hold) *
 		bs.metaTail = append(bs.metaTail, `,"epoch":`...)
 		bs.metaTail = strconv.AppendUint(bs.metaTail, epoch, 10)
 		bs.metaTail = append(bs.metaTail, `,"source":`...)
-		name, _ := json.Marshal(bs.name) // JSON's quoting, not Go's
-		bs.metaTail = append(bs.metaTail, name...)
+		bs.metaTail = codec.AppendString(bs.metaTail, bs.name)
 		b.srcs = append(b.srcs, bs)
 	}
 	return b

@@ -393,7 +393,7 @@ func AppendMetaMember(dst, value []byte, epoch uint64, m *Message) []byte {
 	dst = strconv.AppendUint(dst, epoch, 10)
 	if m.Source != "" {
 		dst = append(dst, `,"source":`...)
-		dst = appendJSONString(dst, m.Source)
+		dst = codec.AppendString(dst, m.Source)
 	}
 	if m.Snapshot {
 		dst = append(dst, `,"snapshot":true`...)
@@ -403,11 +403,6 @@ func AppendMetaMember(dst, value []byte, epoch uint64, m *Message) []byte {
 		dst = AppendEnd(dst, m.End)
 	}
 	return append(dst, '}', '}')
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // JSON's quoting, not Go's
-	return append(dst, b...)
 }
 
 // Header names used by sinks with headers (Kafka, NATS) and field names of
