@@ -23,6 +23,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/google/uuid"
 
+	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -733,7 +734,7 @@ func (r *Reader) loop() error {
 	// Nothing before the start position will be handed out.
 	r.setDelivered(r.resume)
 	close(r.ready)
-	backoff := 100 * time.Millisecond
+	bo := backoff.New(100*time.Millisecond, r.cfg.MaxBackoff)
 	for {
 		delivered, err := r.stream()
 		if r.ctx.Err() != nil {
@@ -757,16 +758,14 @@ func (r *Reader) loop() error {
 			return rerr // a newer reader of the same consumer ended this one's dump
 		}
 		if delivered {
-			backoff = 100 * time.Millisecond
+			bo.Reset()
 		}
 		r.reconnects.Add(1)
-		r.log().Warn("binlog connection lost; reconnecting", "server", r.cfg.Addr, "resume", r.resume.String(), "in", backoff, "error", brief(err).Error())
-		select {
-		case <-time.After(backoff):
-		case <-r.ctx.Done():
+		wait := bo.Next()
+		r.log().Warn("binlog connection lost; reconnecting", "server", r.cfg.Addr, "resume", r.resume.String(), "in", wait, "error", brief(err).Error())
+		if backoff.Sleep(r.ctx, wait) != nil {
 			return nil
 		}
-		backoff = min(backoff*2, r.cfg.MaxBackoff)
 		for {
 			err := r.recheckServer()
 			if err == nil {
@@ -777,13 +776,11 @@ func (r *Reader) loop() error {
 			}
 			// The server went away while it was being checked (a primary
 			// dying during a failover): check again.
-			r.log().Warn("binlog: checking the source's server failed; trying again", "server", r.cfg.Addr, "in", backoff, "error", brief(err).Error())
-			select {
-			case <-time.After(backoff):
-			case <-r.ctx.Done():
+			wait := bo.Next()
+			r.log().Warn("binlog: checking the source's server failed; trying again", "server", r.cfg.Addr, "in", wait, "error", brief(err).Error())
+			if backoff.Sleep(r.ctx, wait) != nil {
 				return nil
 			}
-			backoff = min(backoff*2, r.cfg.MaxBackoff)
 		}
 	}
 }
@@ -1024,10 +1021,8 @@ func (r *Reader) onServer(c *client.Conn, info ServerInfo, start position.Positi
 		if waited == 0 {
 			r.log().Warn("the server lacks transactions already delivered: waiting for it to receive them (a replica that lags)", "server", r.cfg.Addr, "missing", be.missing, "wait_up_to", r.cfg.CatchUpWait.String())
 		}
-		select {
-		case <-r.ctx.Done():
-			return start, r.ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		if err := backoff.Sleep(r.ctx, 200*time.Millisecond); err != nil {
+			return start, err
 		}
 		r.catchUpNs.Add(int64(time.Since(began) - waited))
 		waited = time.Since(began)

@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/sluice-cdc/sluice/internal/backoff"
 )
 
 // Errors of the package.
@@ -164,7 +166,7 @@ func (e *Etcd) Close() error {
 // older keys are gone, successive leaders have strictly growing epochs.
 func (e *Etcd) Campaign(ctx context.Context) (*Leadership, error) {
 	e.log.Info("campaigning for leadership", "election", e.ElectionPrefix())
-	wait := time.Second
+	bo := backoff.New(time.Second, e.cfg.LeaseTTL)
 	for {
 		l, err := e.campaign(ctx)
 		if err == nil {
@@ -179,12 +181,9 @@ func (e *Etcd) Campaign(ctx context.Context) (*Leadership, error) {
 		if !retryable(err) {
 			return nil, fmt.Errorf("coord: campaigning for %s: %w", e.pipeline, err)
 		}
+		wait := bo.Next()
 		e.log.Warn("campaign failed; campaigning again", "err", err, "in", wait)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		}
-		wait = min(2*wait, e.cfg.LeaseTTL)
+		_ = backoff.Sleep(ctx, wait) // a cancelled ctx ends the next campaign
 	}
 }
 

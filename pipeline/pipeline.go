@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
@@ -534,7 +535,7 @@ func (p *Pipeline) recordedOpen(cp *checkpoint.Checkpoint, rec Recovery) *checkp
 // recoverSink asks a sink what it holds, retrying with backoff while it is
 // unavailable (a sink that is down at start is waited for, not fatal).
 func (p *Pipeline) recoverSink(ctx context.Context, s Sink, epoch uint64, offset string) (Recovery, error) {
-	delay := p.cfg.RetryMin
+	bo := backoff.New(p.cfg.RetryMin, p.cfg.RetryMax)
 	for attempt := 1; ; attempt++ {
 		rec, err := s.Recover(ctx, epoch, offset)
 		if err == nil {
@@ -550,14 +551,12 @@ func (p *Pipeline) recoverSink(ctx context.Context, s Sink, epoch uint64, offset
 		if ctx.Err() != nil {
 			return rec, ctx.Err()
 		}
+		delay := bo.Next()
 		p.log.Warn("sink unavailable at start; retrying", "sink", s.Name(), "attempt", attempt, "retry_in", delay.String(), "err", err.Error())
 		p.sinkDown(s.Name(), err)
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return rec, ctx.Err()
+		if err := backoff.Sleep(ctx, delay); err != nil {
+			return rec, err
 		}
-		delay = min(2*delay, p.cfg.RetryMax)
 	}
 }
 
@@ -1758,7 +1757,7 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 			}
 		}
 	}
-	delay := w.p.cfg.RetryMin
+	bo := backoff.New(w.p.cfg.RetryMin, w.p.cfg.RetryMax)
 	for attempt := 0; ; attempt++ {
 		j := 0
 		for j < len(msgs) && msgs[j].Seq <= w.skip[i] {
@@ -1787,14 +1786,12 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		delay := bo.Next()
 		w.p.log.Warn("sink write failed; retrying", "sink", s.Name(), "attempt", attempt+1, "retry_in", delay.String(), "err", err.Error())
 		w.p.sinkDown(s.Name(), err)
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := backoff.Sleep(ctx, delay); err != nil {
+			return err
 		}
-		delay = min(2*delay, w.p.cfg.RetryMax)
 		rec, rerr := s.Recover(ctx, w.epoch, w.offs[i])
 		if rerr != nil {
 			if errors.Is(rerr, ErrFenced) || errors.Is(rerr, ErrPermanent) {

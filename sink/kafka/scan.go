@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/sink"
 )
@@ -252,10 +253,8 @@ func (sc *scanner) read(ctx context.Context, parts []*scanPart) error {
 			return s.wrap(fmt.Sprintf("recovery: reading topic %s partition %d at offset %d (up to %d) made no progress for %s", p.tp.topic, p.tp.part, p.pos, p.end, s.cfg.RequestTimeout), lastErr)
 		}
 		if refresh && len(parts) > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("kafka: sink %s: recovery: %w", s.cfg.Name, ctx.Err())
-			case <-time.After(retryWait):
+			if err := backoff.Sleep(ctx, retryWait); err != nil {
+				return fmt.Errorf("kafka: sink %s: recovery: %w", s.cfg.Name, err)
 			}
 			if err := sc.refreshLeaders(ctx, parts); err != nil {
 				return err
