@@ -24,6 +24,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluice-cdc/sluice/internal/backoff"
+	"github.com/sluice-cdc/sluice/internal/bytebudget"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -1252,7 +1253,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 	// by bytes.
 	sctx, scancel := context.WithCancel(r.ctx)
 	defer scancel()
-	q := &eventQueue{ch: make(chan queuedEvent, 4096), budget: byteBudget{max: r.cfg.ChunkBytes * 4, freed: make(chan struct{}, 1)}}
+	q := &eventQueue{ch: make(chan queuedEvent, 4096), budget: bytebudget.New(r.cfg.ChunkBytes * 4)}
 	h := &eventHandler{r: r}
 	enq := &enqueuer{q: q, ctx: sctx}
 	enq.last.Store(time.Now().UnixNano())
@@ -1315,7 +1316,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 					scancel() // stop stage 1; drain what it queued
 				}
 			}
-			q.budget.release(qe.n)
+			q.budget.Release(qe.n)
 		}
 	}()
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
@@ -1492,7 +1493,7 @@ type queuedEvent struct {
 
 type eventQueue struct {
 	ch     chan queuedEvent
-	budget byteBudget
+	budget *bytebudget.Budget
 }
 
 // enqueuer is stage 1's end: go-mysql calls it for every parsed event.
@@ -1510,52 +1511,16 @@ func (e *enqueuer) HandleEvent(ev *replication.BinlogEvent) error {
 		e.last.Store(time.Now().UnixNano())
 		e.waiting.Store(false)
 	}()
-	n, err := e.q.budget.acquire(e.ctx, len(ev.RawData))
-	if err != nil {
+	n := len(ev.RawData)
+	if e.q.budget.Acquire(e.ctx, n) != nil {
 		return errHandler
 	}
 	select {
 	case e.q.ch <- queuedEvent{ev, n}:
 		return nil
 	case <-e.ctx.Done():
-		e.q.budget.release(n)
+		e.q.budget.Release(n)
 		return errHandler
-	}
-}
-
-// byteBudget bounds the bytes of queued events. One goroutine acquires;
-// an event larger than the whole budget waits for an empty queue.
-type byteBudget struct {
-	mu        sync.Mutex
-	used, max int
-	freed     chan struct{}
-}
-
-func (b *byteBudget) acquire(ctx context.Context, n int) (int, error) {
-	n = min(n, b.max)
-	for {
-		b.mu.Lock()
-		if b.used == 0 || b.used+n <= b.max {
-			b.used += n
-			b.mu.Unlock()
-			return n, nil
-		}
-		b.mu.Unlock()
-		select {
-		case <-b.freed:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-}
-
-func (b *byteBudget) release(n int) {
-	b.mu.Lock()
-	b.used -= n
-	b.mu.Unlock()
-	select {
-	case b.freed <- struct{}{}:
-	default:
 	}
 }
 
