@@ -1,7 +1,7 @@
 # sluice — MySQL/MariaDB binlog CDC.
 #
 #   make deps        install missing system packages (Debian, as root) and Go modules
-#   make build       static binary in bin/sluice
+#   make build       static binary in bin/sluice (the product only; no benchmark or test harness)
 #   make test        go vet, race-enabled tests (fuzz targets on their corpora)
 #   make vet         gofmt, go vet and staticcheck ($(STATICCHECK_VERSION), through the module proxy)
 #   make fuzz-smoke  every Fuzz* target for $(FUZZ_SMOKE_TIME)
@@ -10,7 +10,8 @@
 #   make chaos       the long crash tests: 20 kills, a 30 s outage, 50 HA faults, 20 aimed pauses
 #   make soak        the randomized differential test on $(SOAK_SEEDS) seeds per server
 #   make slowlinks   sources over links delayed 1, 4 and 10 s one way (about 15 minutes)
-#   make bench       libslave comparison benchmark
+#   make bench       libslave comparison benchmark: bin/sluice-bench libslave, measuring bin/sluice
+#   make bench-snapshot, bench-pipeline, bench-sources   the other benchmarks of bin/sluice-bench
 #   make clean
 
 SHELL := /bin/bash
@@ -25,7 +26,7 @@ APT_PACKAGES    := mariadb-server mariadb-client redis-server
 
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: all deps build test vet unit fuzz-smoke fuzz demo chaos soak slowlinks bench bench-snapshot clean bench-sources
+.PHONY: all deps build bench-build test vet unit fuzz-smoke fuzz demo chaos soak slowlinks bench bench-snapshot bench-pipeline bench-sources clean
 
 all: build test
 
@@ -129,17 +130,30 @@ slowlinks: deps
 	SLUICE_SLOWLINKS=1 CGO_ENABLED=1 \
 		$(GO) test -race -count=1 -timeout 60m -run 'SlowLink|StalledLink' -v ./binlog ./cmd/sluice ./pipeline
 
-bench: deps
-	$(GO) run ./cmd/sluice bench libslave
+# The benchmarks are a command of their own, bin/sluice-bench, so that
+# bin/sluice links no harness. It runs the readers it measures in their own
+# processes: bin/sluice (sluice tail) beside it, its own peers.
+bench-build: build
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sluice-bench ./cmd/sluice-bench
+
+# The libslave article's benchmark on MariaDB then MySQL: sluice tail beside
+# go-mysql and a raw transfer, and sluice's output formats.
+bench: deps bench-build
+	bin/sluice-bench libslave
 
 # The snapshot benchmark on MariaDB then MySQL, beside mariadb-dump and
 # mysqldump (10M + 2M rows on each; a few minutes per server).
-bench-snapshot: deps build
-	bin/sluice bench snapshot
+bench-snapshot: deps bench-build
+	bin/sluice-bench snapshot
+
+# End to end into each sink (file, Kafka on kfake, a Redis stream) and the
+# commit-to-sink latency, on MariaDB, format sluice.
+bench-pipeline: deps bench-build
+	bin/sluice-bench pipeline
 
 # Four sources with and without skew alignment (about two minutes).
-bench-sources: deps build
-	bin/sluice bench sources
+bench-sources: deps bench-build
+	bin/sluice-bench sources
 
 clean:
 	rm -rf bin/

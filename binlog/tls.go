@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
+
+	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
 // TLSMode says whether and how the connection to the server is encrypted,
@@ -67,13 +68,9 @@ func tlsConfig(mode TLSMode, host, caFile string) (*tls.Config, error) {
 	}
 	var roots *x509.CertPool // nil: the system's
 	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
+		var err error
+		if roots, err = tlsconfig.CertPool(caFile); err != nil {
 			return nil, fmt.Errorf("binlog: source option ca: %w", err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("binlog: source option ca: %s holds no PEM certificate", caFile)
 		}
 	}
 	v := verifier{roots: roots, caFile: caFile}

@@ -16,7 +16,7 @@ import (
 	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
 )
 
-// The tables and rows of `sluice bench libslave` (internal/bench's
+// The tables and rows of `sluice-bench libslave` (internal/bench's
 // short_table and long_table, as INSERT … SELECT and the UPDATEs write
 // them with sql_mode '', the long table's column defaults included), for
 // comparing the formats on the rows the end-to-end benchmark decodes.

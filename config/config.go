@@ -13,6 +13,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -466,6 +467,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 				return nil
 			}
+			if n.Kind == yaml.ScalarNode && reflect.PointerTo(t).Implements(unmarshalerType) {
+				return nil // a block that may be a scalar (tls: true) checks its own
+			}
 			if t == reflect.TypeOf(time.Duration(0)) {
 				return nil
 			}
@@ -473,15 +477,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
 		}
 		fields := map[string]reflect.Type{}
 		var names []string
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
-			if tag == "" || tag == "-" {
-				continue
-			}
-			fields[tag] = f.Type
-			names = append(names, tag)
-		}
+		yamlFields(t, fields, &names)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			ft, ok := fields[k.Value]
@@ -509,6 +505,26 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
 	}
 	return nil
 }
+
+// yamlFields adds the YAML keys of struct t and their types, with those of
+// its inlined structs (`yaml:",inline"`).
+func yamlFields(t reflect.Type, fields map[string]reflect.Type, names *[]string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		if slices.Contains(tag[1:], "inline") && f.Type.Kind() == reflect.Struct {
+			yamlFields(f.Type, fields, names)
+			continue
+		}
+		if tag[0] == "" || tag[0] == "-" {
+			continue
+		}
+		fields[tag[0]] = f.Type
+		*names = append(*names, tag[0])
+	}
+}
+
+var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
 // suggest returns the known name closest to s, if close enough.
 func suggest(s string, names []string) string {

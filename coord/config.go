@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
 // Defaults of Config.
@@ -58,17 +58,9 @@ type Config struct {
 	ID string `yaml:"id"`
 }
 
-// TLSConfig is the tls block of Config.
-type TLSConfig struct {
-	// CAFile is a PEM file of the certificate authorities to trust.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the client's certificate and key (PEM),
-	// for members that verify clients.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-}
-
-func (t TLSConfig) enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+// TLSConfig is the tls block of Config, the one every client takes
+// (tlsconfig.Config).
+type TLSConfig = tlsconfig.Config
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
@@ -101,7 +93,7 @@ func (c *Config) Validate() error {
 		return errors.New("endpoints is required: the etcd members to coordinate through, e.g. endpoints: [http://127.0.0.1:2379]")
 	}
 	for _, ep := range c.Endpoints {
-		if err := checkEndpoint(ep, c.TLS.enabled()); err != nil {
+		if err := checkEndpoint(ep, c.TLS.Set()); err != nil {
 			return fmt.Errorf("endpoints: %q %w", ep, err)
 		}
 	}
@@ -119,8 +111,8 @@ func (c *Config) Validate() error {
 	if c.DialTimeout < 0 {
 		return fmt.Errorf("dial_timeout %s: must be positive, e.g. %s", c.DialTimeout, DefaultDialTimeout)
 	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		return errors.New("tls: cert_file and key_file go together: set both for a client certificate, or neither")
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if c.Password != "" && c.Username == "" {
 		return errors.New("password is set but username is not: set both, or neither")
@@ -165,13 +157,8 @@ func checkEndpoint(ep string, tlsOn bool) error {
 
 // tlsConfig is the client TLS configuration of c: nil for plain text.
 func (c *Config) tlsConfig() (*tls.Config, error) {
-	if c.TLS.enabled() {
-		info := transport.TLSInfo{CertFile: c.TLS.CertFile, KeyFile: c.TLS.KeyFile, TrustedCAFile: c.TLS.CAFile}
-		tc, err := info.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
-		}
-		return tc, nil
+	if c.TLS.Set() {
+		return c.TLS.Client("tls.", "")
 	}
 	for _, ep := range c.Endpoints {
 		if strings.HasPrefix(ep, "https://") || strings.HasPrefix(ep, "unixs://") {

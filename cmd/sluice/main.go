@@ -3,7 +3,8 @@
 //
 //	sluice tail --source mysql://USER:PASS@HOST:PORT --tables 'db.*'
 //	sluice read mysql-bin.000001 mysql-bin.000002
-//	sluice bench libslave
+//
+// The benchmarks are a command of their own, cmd/sluice-bench (make bench).
 package main
 
 import (
@@ -42,7 +43,7 @@ func main() {
 		}
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 	}
-	root.AddCommand(runCmd(), statusCmd(), tailCmd(), readCmd(), snapshotCmd(), schemaCmd(), benchCmd())
+	root.AddCommand(runCmd(), statusCmd(), tailCmd(), readCmd(), snapshotCmd(), schemaCmd())
 	// SLUICE_CPUPROFILE=file writes a CPU profile of the whole run (for BENCHMARKS.md).
 	if path := os.Getenv("SLUICE_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {

@@ -29,7 +29,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -46,7 +46,12 @@ type Options struct {
 	Rows  int      // rows per table (default 1,000,000)
 	Modes []string // modes to measure (default all)
 	Runs  int      // runs per mode and range; the best is kept (default 1)
-	Self  string   // path of the sluice binary to re-execute
+	// Self is the sluice binary whose tail command reads the sluice
+	// modes' ranges.
+	Self string
+	// Peer is the binary whose child command (bench.Child) reads the
+	// peers' ranges: sluice-bench itself.
+	Peer string
 	// ProfileDir, when set, receives a CPU profile of every sluice run
 	// (RANGE-MODE.prof).
 	ProfileDir string
@@ -68,18 +73,18 @@ var formatArgs = map[string][]string{
 }
 
 // Prepare starts a server of the flavor and writes the four ranges.
-func Prepare(ctx context.Context, flavor position.Flavor, rows int, log io.Writer) (*testenv.Server, []Range, error) {
+func Prepare(ctx context.Context, flavor position.Flavor, rows int, log io.Writer) (*throwaway.Server, []Range, error) {
 	return PrepareRanges(ctx, flavor, rows, nil, log)
 }
 
 // ServerOptions are the benchmark server's settings: room for the
 // million-row transactions.
-func ServerOptions(flavor position.Flavor) testenv.Options {
+func ServerOptions(flavor position.Flavor) throwaway.Options {
 	redo := "--innodb-log-file-size=512M"
 	if flavor == position.MySQL {
 		redo = "--innodb-redo-log-capacity=1G"
 	}
-	return testenv.Options{Flavor: flavor,
+	return throwaway.Options{Flavor: flavor,
 		Extra: []string{"--innodb-buffer-pool-size=1G", redo, "--max-binlog-size=1G", "--max-allowed-packet=1G"}}
 }
 
@@ -113,8 +118,8 @@ func tableDDL(flavor position.Flavor, ddl string) string {
 // PrepareRanges starts a server of the flavor and writes the named ranges
 // (all when names is empty), in the order short_insert, long_insert,
 // short_update, long_update.
-func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names []string, log io.Writer) (*testenv.Server, []Range, error) {
-	db, err := testenv.Start(ctx, ServerOptions(flavor))
+func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names []string, log io.Writer) (*throwaway.Server, []Range, error) {
+	db, err := throwaway.Start(ctx, ServerOptions(flavor))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -204,7 +209,7 @@ func (r Result) RowsPerSec() float64 {
 // Run measures every mode on every range, best of opts.Runs. The runs of
 // a range take the modes in turn (run 1 of every mode, then run 2, …),
 // so that a noisy phase of a shared machine falls on all of them alike.
-func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) ([]Result, error) {
+func Run(ctx context.Context, db *throwaway.Server, ranges []Range, opts Options) ([]Result, error) {
 	modes := opts.Modes
 	if len(modes) == 0 {
 		modes = Modes
@@ -238,16 +243,18 @@ func Run(ctx context.Context, db *testenv.Server, ranges []Range, opts Options) 
 }
 
 // runChild runs one measurement in a child process and reads its
-// "rows=N bytes=N seconds=F" summary: `sluice tail` itself for sluice's
-// modes, `sluice bench child` for the peers.
-func runChild(ctx context.Context, opts Options, db *testenv.Server, rg Range, mode string) (Result, error) {
-	self := opts.Self
+// "rows=N bytes=N seconds=F" summary: `sluice tail` (opts.Self) for
+// sluice's modes, `sluice-bench child` (opts.Peer) for the peers.
+func runChild(ctx context.Context, opts Options, db *throwaway.Server, rg Range, mode string) (Result, error) {
 	from := rg.From.File + ":" + strconv.FormatUint(uint64(rg.From.Offset), 10)
 	to := rg.To.File + ":" + strconv.FormatUint(uint64(rg.To.Offset), 10)
-	args := []string{"bench", "child", mode, db.URL(), from, to}
+	self, args := opts.Peer, []string{"child", mode, db.URL(), from, to}
 	fa, tail := formatArgs[mode]
 	if tail {
-		args = append([]string{"tail", "--source", db.URL(), "--from", from, "--to", to}, fa...)
+		self, args = opts.Self, append([]string{"tail", "--source", db.URL(), "--from", from, "--to", to}, fa...)
+	}
+	if self == "" {
+		return Result{}, fmt.Errorf("bench: no binary to run mode %s in (Options.Self for sluice's modes, Options.Peer for the peers)", mode)
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
 	if opts.ProfileDir != "" {
@@ -364,7 +371,7 @@ func Report(w io.Writer, results []Result) {
 }
 
 // masterPos is the server's current binlog position.
-func masterPos(ctx context.Context, db *testenv.Server) (position.Position, error) {
+func masterPos(ctx context.Context, db *throwaway.Server) (position.Position, error) {
 	c, err := db.Conn(ctx)
 	if err != nil {
 		return position.Position{}, err

@@ -9,13 +9,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -61,11 +62,33 @@ func ParseOutputFormats(names []string) ([]OutputFormat, error) {
 
 // PipelineResult is one end-to-end measurement: a binlog range through
 // `sluice run`'s pipeline (decode, encode in the sink's format, sink,
-// checkpoint). Bytes counts the encoded values and keys.
+// checkpoint). Bytes counts the encoded values and keys. CPUSeconds is
+// the process's user and system CPU over the run (getrusage): the
+// pipeline and the sink, and for an in-process sink (kfake, the file
+// sink) the sink's side too; the database server is another process.
 type PipelineResult struct {
 	Range, Sink, Format string
 	Messages, Bytes     int64
 	Seconds             float64
+	CPUSeconds          float64
+}
+
+// CPUPerMsg is the process CPU per message, in nanoseconds.
+func (r PipelineResult) CPUPerMsg() float64 {
+	if r.Messages == 0 {
+		return 0
+	}
+	return r.CPUSeconds * 1e9 / float64(r.Messages)
+}
+
+// processCPU is the process's user plus system CPU time so far.
+func processCPU() (float64, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("reading the process's CPU time: %w", err)
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime), nil
 }
 
 // MsgsPerSec is the end-to-end rate.
@@ -76,7 +99,7 @@ func (r PipelineResult) MsgsPerSec() float64 {
 	return float64(r.Messages) / r.Seconds
 }
 
-func sourceConfig(db *testenv.Server) (binlog.Config, error) {
+func sourceConfig(db *throwaway.Server) (binlog.Config, error) {
 	src, err := binlog.ParseSourceURL(db.URL())
 	if err != nil {
 		return src, err
@@ -88,7 +111,7 @@ func sourceConfig(db *testenv.Server) (binlog.Config, error) {
 // PipelineThroughput runs the pipeline over rg into a new sink of kind k
 // writing format f and times it from start until the last message is
 // durable and checkpointed.
-func PipelineThroughput(ctx context.Context, db *testenv.Server, rg Range, k SinkKind, f OutputFormat) (PipelineResult, error) {
+func PipelineThroughput(ctx context.Context, db *throwaway.Server, rg Range, k SinkKind, f OutputFormat) (PipelineResult, error) {
 	res := PipelineResult{Range: rg.Name, Sink: k.Name, Format: f.Name}
 	dir, err := os.MkdirTemp("", "sluice-bench-pipeline-")
 	if err != nil {
@@ -114,11 +137,20 @@ func PipelineThroughput(ctx context.Context, db *testenv.Server, rg Range, k Sin
 	if err != nil {
 		return res, err
 	}
+	cpu0, err := processCPU()
+	if err != nil {
+		return res, err
+	}
 	start := time.Now()
 	if err := p.Run(ctx); err != nil {
 		return res, err
 	}
 	res.Seconds = time.Since(start).Seconds()
+	cpu1, err := processCPU()
+	if err != nil {
+		return res, err
+	}
+	res.CPUSeconds = cpu1 - cpu0
 	c := p.Counters()
 	res.Messages, res.Bytes = int64(c.Messages), int64(c.Bytes)
 	if res.Messages != rg.Rows {
@@ -166,7 +198,7 @@ func (l *latencySink) Write(ctx context.Context, b *pipeline.Batch) (string, err
 // pipeline delivers them to a sink of kind k writing format f, and reports
 // percentiles of the time from the row's commit to its being durable in
 // the sink.
-func PipelineLatency(ctx context.Context, db *testenv.Server, k SinkKind, f OutputFormat, txnsPerSec int, d time.Duration) (LatencyResult, error) {
+func PipelineLatency(ctx context.Context, db *throwaway.Server, k SinkKind, f OutputFormat, txnsPerSec int, d time.Duration) (LatencyResult, error) {
 	res := LatencyResult{Sink: k.Name, Format: f.Name}
 	if err := db.Exec(ctx, "CREATE TABLE IF NOT EXISTS bench.lat (id BIGINT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) NOT NULL DEFAULT NOW(6), pad VARCHAR(64) NOT NULL DEFAULT 'steady-load')"); err != nil {
 		return res, err
@@ -259,23 +291,27 @@ func PipelineLatency(ctx context.Context, db *testenv.Server, k SinkKind, f Outp
 
 // ReportPipeline prints the throughput and latency tables in Markdown.
 // "vs sluice" is a result's msg/s divided by that of format sluice on the
-// same range and sink (when measured).
+// same range and sink (when measured); "CPU vs sluice" its process CPU per
+// message divided by format sluice's.
 func ReportPipeline(w io.Writer, tp []PipelineResult, lat []LatencyResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| range\t sink\t format\t messages\t seconds\t msg/s\t B/msg\t vs sluice\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t")
+	fmt.Fprintln(tw, "| range\t sink\t format\t messages\t seconds\t msg/s\t B/msg\t CPU ns/msg\t vs sluice\t CPU vs sluice\t")
+	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
 	for _, r := range tp {
-		vs := "-"
+		vs, cpuVs := "-", "-"
 		for _, b := range tp {
 			if b.Range == r.Range && b.Sink == r.Sink && b.Format == "sluice" && b.MsgsPerSec() > 0 {
 				vs = fmt.Sprintf("%.2f×", r.MsgsPerSec()/b.MsgsPerSec())
+				if b.CPUPerMsg() > 0 {
+					cpuVs = fmt.Sprintf("%.2f×", r.CPUPerMsg()/b.CPUPerMsg())
+				}
 			}
 		}
 		per := 0.0
 		if r.Messages > 0 {
 			per = float64(r.Bytes) / float64(r.Messages)
 		}
-		fmt.Fprintf(tw, "| %s\t %s\t %s\t %d\t %.2f\t %.0f\t %.0f\t %s\t\n", r.Range, r.Sink, r.Format, r.Messages, r.Seconds, r.MsgsPerSec(), per, vs)
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %d\t %.2f\t %.0f\t %.0f\t %.0f\t %s\t %s\t\n", r.Range, r.Sink, r.Format, r.Messages, r.Seconds, r.MsgsPerSec(), per, r.CPUPerMsg(), vs, cpuVs)
 	}
 	tw.Flush()
 	if len(lat) == 0 {

@@ -29,7 +29,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -100,7 +100,7 @@ type SnapshotOptions struct {
 	Parallel int    // sluice's --snapshot-parallel (default 2)
 	Chunk    int    // sluice's --snapshot-chunk (0: sluice's default)
 	Runs     int    // runs per reader and case; the fastest is kept (default 1)
-	Self     string // path of the sluice binary to run
+	Self     string // path of the sluice binary whose tail command is measured
 	// ProfileDir, when set, receives a CPU profile of every sluice run
 	// (CASE-MODE.prof).
 	ProfileDir string
@@ -162,12 +162,12 @@ const rowBatch = 1_000_000
 // SnapshotServerOptions are the snapshot benchmark server's settings: a
 // buffer pool large enough to hold both tables, room for the load's
 // transactions, and quick flushing of its dirty pages (see settle).
-func SnapshotServerOptions(flavor position.Flavor) testenv.Options {
+func SnapshotServerOptions(flavor position.Flavor) throwaway.Options {
 	redo := "--innodb-log-file-size=1G"
 	if flavor == position.MySQL {
 		redo = "--innodb-redo-log-capacity=2G"
 	}
-	return testenv.Options{Flavor: flavor,
+	return throwaway.Options{Flavor: flavor,
 		Extra: []string{"--innodb-buffer-pool-size=2G", redo, "--max-allowed-packet=1G",
 			"--innodb-io-capacity=20000", "--innodb-io-capacity-max=40000"}}
 }
@@ -176,18 +176,18 @@ func SnapshotServerOptions(flavor position.Flavor) testenv.Options {
 // SnapshotServerOptions) and writes bench.short_table and bench.long_table,
 // rowBatch rows per INSERT … SELECT, without binary logging them. The
 // caller must Close the server.
-func PrepareSnapshot(ctx context.Context, flavor position.Flavor, shortRows, longRows int64, log io.Writer) (*testenv.Server, SnapshotTables, error) {
+func PrepareSnapshot(ctx context.Context, flavor position.Flavor, shortRows, longRows int64, log io.Writer) (*throwaway.Server, SnapshotTables, error) {
 	sizes := SnapshotTables{Flavor: flavor}
 	if shortRows < 1 || longRows < 1 {
 		return nil, sizes, fmt.Errorf("bench snapshot: table sizes must be at least 1 (short %d, long %d)", shortRows, longRows)
 	}
 	start := time.Now()
-	db, err := testenv.Start(ctx, SnapshotServerOptions(flavor))
+	db, err := throwaway.Start(ctx, SnapshotServerOptions(flavor))
 	if err != nil {
 		return nil, sizes, fmt.Errorf("bench snapshot: starting %s: %w", flavor, err)
 	}
 	fmt.Fprintf(log, "%s started on %s (%s) in %.1fs\n", db.Version(), db.Addr(), db.Dir, time.Since(start).Seconds())
-	fail := func(err error) (*testenv.Server, SnapshotTables, error) {
+	fail := func(err error) (*throwaway.Server, SnapshotTables, error) {
 		db.Close()
 		return nil, SnapshotTables{}, err
 	}
@@ -350,8 +350,8 @@ func settle(ctx context.Context, c *client.Conn, log io.Writer) {
 
 // DumpVersion is the first line of the server's dump tool's --version,
 // e.g. "mysqldump  Ver 9.7.4 for Linux on x86_64 (...)".
-func DumpVersion(db *testenv.Server) (string, error) {
-	cmd, err := db.Command(testenv.ToolDump, "--version")
+func DumpVersion(db *throwaway.Server) (string, error) {
+	cmd, err := db.Command(throwaway.ToolDump, "--version")
 	if err != nil {
 		return "", err
 	}
@@ -367,7 +367,7 @@ func DumpVersion(db *testenv.Server) (string, error) {
 // bench to stdout the way the benchmark measures it: --quick
 // --single-transaction, over TCP without TLS (as sluice connects by
 // default), stopped when ctx ends.
-func dumpCommand(ctx context.Context, db *testenv.Server, tables []string) (*exec.Cmd, []string, error) {
+func dumpCommand(ctx context.Context, db *throwaway.Server, tables []string) (*exec.Cmd, []string, error) {
 	args := []string{"--quick", "--single-transaction", "-h127.0.0.1", "-P", strconv.Itoa(db.Port), "-u" + db.User, "-p" + db.Password}
 	if db.Flavor == position.MySQL {
 		// caching_sha2_password without TLS needs the server's RSA key.
@@ -376,7 +376,7 @@ func dumpCommand(ctx context.Context, db *testenv.Server, tables []string) (*exe
 		args = append(args, "--skip-ssl")
 	}
 	args = append(append(args, "bench"), tables...)
-	c, err := db.Command(testenv.ToolDump, args...)
+	c, err := db.Command(throwaway.ToolDump, args...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -388,7 +388,7 @@ func dumpCommand(ctx context.Context, db *testenv.Server, tables []string) (*exe
 // RunSnapshot measures every reader on every case, the fastest of
 // opts.Runs. Runs of the readers alternate so that a slow spell of the
 // machine does not fall on one reader only.
-func RunSnapshot(ctx context.Context, db *testenv.Server, sizes SnapshotTables, opts SnapshotOptions) ([]SnapshotResult, error) {
+func RunSnapshot(ctx context.Context, db *throwaway.Server, sizes SnapshotTables, opts SnapshotOptions) ([]SnapshotResult, error) {
 	if opts.Parallel <= 0 {
 		opts.Parallel = 2
 	}
@@ -447,7 +447,7 @@ func outSize(r SnapshotResult) string {
 }
 
 // runSnapshotChild runs one reader on one case in a child process.
-func runSnapshotChild(ctx context.Context, db *testenv.Server, c SnapshotCase, mode, tmp string, opts SnapshotOptions) (SnapshotResult, error) {
+func runSnapshotChild(ctx context.Context, db *throwaway.Server, c SnapshotCase, mode, tmp string, opts SnapshotOptions) (SnapshotResult, error) {
 	res := SnapshotResult{Case: c.Name, Mode: mode, Rows: c.Rows, Bytes: c.Bytes}
 	var (
 		cmd  *exec.Cmd

@@ -23,7 +23,7 @@ func buildSluice(t *testing.T) string {
 	return bin
 }
 
-// TestSnapshotBench runs `sluice bench snapshot`'s code path at a tiny
+// TestSnapshotBench runs `sluice-bench snapshot`'s code path at a tiny
 // size on each server: the tables are written, every reader (the server's
 // own dump tool and sluice to none and to Debezium JSON) reads every case,
 // the rows sluice reports equal the tables', its consistent snapshot

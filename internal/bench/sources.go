@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/sink/file"
 )
@@ -21,7 +21,7 @@ import (
 // Shards are the servers of the many-sources benchmark, each with a range
 // of binlog written at the same time as the others' (balanced load).
 type Shards struct {
-	DBs    []*testenv.Server
+	DBs    []*throwaway.Server
 	Ranges []Range
 }
 
@@ -36,12 +36,12 @@ func (s *Shards) Close() {
 // transactions of txnRows short_table rows each: n binlog ranges whose
 // event times overlap.
 func PrepareShards(ctx context.Context, n, txnRows int, d time.Duration, log io.Writer) (*Shards, error) {
-	opts := make([]testenv.Options, n)
+	opts := make([]throwaway.Options, n)
 	for i := range opts {
-		opts[i] = testenv.Options{ServerID: uint32(i + 1),
+		opts[i] = throwaway.Options{ServerID: uint32(i + 1),
 			Extra: []string{"--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M", "--max-binlog-size=1G"}}
 	}
-	dbs, err := testenv.StartMany(ctx, opts, "CREATE DATABASE bench",
+	dbs, err := throwaway.StartMany(ctx, opts, "CREATE DATABASE bench",
 		"CREATE TABLE bench.short_table (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, field1 int NOT NULL, field2 int NOT NULL) ENGINE=InnoDB",
 		"CREATE TABLE bench.lat (id BIGINT AUTO_INCREMENT PRIMARY KEY, at TIMESTAMP(6) NOT NULL DEFAULT NOW(6), pad VARCHAR(64) NOT NULL DEFAULT 'steady-load')")
 	if err != nil {

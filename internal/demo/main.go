@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 )
 
 func main() {
@@ -44,7 +44,7 @@ func run(duration time.Duration, bin string) error {
 		return fmt.Errorf("%s not found: run `make build` first (or `make demo`)", bin)
 	}
 	fmt.Fprintln(os.Stderr, "demo: starting a throwaway MariaDB (ROW binlog, GTIDs)...")
-	db, err := testenv.Start(ctx, testenv.Options{})
+	db, err := throwaway.Start(ctx, throwaway.Options{})
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ admin:
 }
 
 // workload writes a mix of transactions until ctx ends.
-func workload(ctx context.Context, db *testenv.Server) {
+func workload(ctx context.Context, db *throwaway.Server) {
 	names := []string{"Ada", "Grace", "Linus", "Barbara", "Ken", "Margaret", "Dennis", "Frances"}
 	statuses := []string{"paid", "shipped", "cancelled"}
 	for i := 1; ctx.Err() == nil; i++ {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -111,7 +111,7 @@ type lockKey struct {
 
 type randomRun struct {
 	ctx    context.Context
-	db     *testenv.Server
+	db     *throwaway.Server
 	rng    *rand.Rand
 	opts   RandomOptions
 	conn   *client.Conn
@@ -134,7 +134,7 @@ type randomRun struct {
 // old one dropped first); the caller's reader should start at the
 // position Random reports through start, called after the setup and
 // before the first step.
-func Random(ctx context.Context, db *testenv.Server, seed int64, opts RandomOptions, start func() error) (*Expectation, error) {
+func Random(ctx context.Context, db *throwaway.Server, seed int64, opts RandomOptions, start func() error) (*Expectation, error) {
 	if opts.Steps <= 0 {
 		opts.Steps = 50
 	}

@@ -19,7 +19,7 @@ import (
 	"sync"
 
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 )
 
 // Schema creates the tables.
@@ -32,7 +32,7 @@ var Schema = []string{
 
 // Writer runs the transactions.
 type Writer struct {
-	DB *testenv.Server
+	DB *throwaway.Server
 	mu sync.Mutex
 	n  int
 }
@@ -48,7 +48,7 @@ func (w *Writer) N() int {
 // a failover, and numbers its next transaction after the last one db has
 // (transactions the old server committed and db never received are lost,
 // and their numbers are given again). It returns how many were lost.
-func (w *Writer) MoveTo(ctx context.Context, db *testenv.Server) (lost int, err error) {
+func (w *Writer) MoveTo(ctx context.Context, db *throwaway.Server) (lost int, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	rs, err := db.Query(ctx, "SELECT COALESCE(MAX(n), 0) FROM app.log")
@@ -118,7 +118,7 @@ func Count(evs []*codec.Event) int {
 // appear exactly once each; app.kv rebuilt from the output in sequence
 // order equals the server's table. evs may come in any order (Kafka's
 // partitions); they need the sluice block.
-func Check(ctx context.Context, db *testenv.Server, evs []*codec.Event, n int) error {
+func Check(ctx context.Context, db *throwaway.Server, evs []*codec.Event, n int) error {
 	return check(ctx, db, evs, n, true)
 }
 
@@ -126,7 +126,7 @@ func Check(ctx context.Context, db *testenv.Server, evs []*codec.Event, n int) e
 // several: no sequence number repeats (after a crash a sink may skip
 // numbers), app.log rows 1..n of that server appear exactly once each, and
 // its app.kv rebuilt in sequence order equals the server's table.
-func CheckSource(ctx context.Context, db *testenv.Server, evs []*codec.Event, source string, n int) error {
+func CheckSource(ctx context.Context, db *throwaway.Server, evs []*codec.Event, source string, n int) error {
 	var mine []*codec.Event
 	for _, ev := range evs {
 		if ev.Sluice != nil && ev.Sluice.Source == source {
@@ -139,7 +139,7 @@ func CheckSource(ctx context.Context, db *testenv.Server, evs []*codec.Event, so
 	return nil
 }
 
-func check(ctx context.Context, db *testenv.Server, evs []*codec.Event, n int, gapless bool) error {
+func check(ctx context.Context, db *throwaway.Server, evs []*codec.Event, n int, gapless bool) error {
 	evs = append([]*codec.Event(nil), evs...)
 	for _, ev := range evs {
 		if ev.Sluice == nil {
@@ -205,7 +205,7 @@ func check(ctx context.Context, db *testenv.Server, evs []*codec.Event, n int, g
 }
 
 // KV returns app.kv as decimal text.
-func KV(ctx context.Context, db *testenv.Server) (map[string]string, error) {
+func KV(ctx context.Context, db *throwaway.Server) (map[string]string, error) {
 	rs, err := db.Query(ctx, "SELECT k, v FROM app.kv")
 	if err != nil {
 		return nil, err

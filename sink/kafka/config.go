@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/sink"
+	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
 // Defaults of Config.
@@ -144,19 +145,10 @@ type Config struct {
 	Format codec.Format `yaml:"-"`
 }
 
-// TLSConfig is the tls block of Config. An empty block (tls: {}) turns
-// TLS on with the system's roots.
-type TLSConfig struct {
-	// CAFile is a PEM file of the certificate authorities to trust
-	// instead of the system's.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the client's certificate and key (PEM),
-	// for brokers that verify clients.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-	// InsecureSkipVerify accepts any broker certificate. For tests only.
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
-}
+// TLSConfig is the tls block of Config, the one every client takes
+// (tlsconfig.Config). An empty block (tls: {}) turns TLS on with the
+// system's roots.
+type TLSConfig = tlsconfig.Config
 
 // SASLConfig is the sasl block of Config.
 type SASLConfig struct {
@@ -270,8 +262,10 @@ func (c *Config) Validate() error {
 	if c.RequestTimeout > 0 && c.RequestTimeout < 100*time.Millisecond {
 		return fmt.Errorf("request_timeout %s: too short to reach a broker; use at least 100ms (default %s)", c.RequestTimeout, DefaultRequestTimeout)
 	}
-	if t := c.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
-		return errors.New("tls: cert_file and key_file go together: set both for a client certificate, or neither")
+	if t := c.TLS; t != nil {
+		if err := t.Validate(); err != nil {
+			return err
+		}
 	}
 	if err := c.Format.Validate(); err != nil {
 		return err

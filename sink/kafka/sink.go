@@ -2,12 +2,9 @@ package kafka
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,7 +244,7 @@ func clientOpts(cfg Config, log *slog.Logger) ([]kgo.Opt, error) {
 		kgo.WithLogger(kgoLogger{log}),
 	}
 	if t := cfg.TLS; t != nil {
-		tc, err := tlsConfig(t)
+		tc, err := t.Client("tls.", "")
 		if err != nil {
 			return nil, err
 		}
@@ -264,29 +261,6 @@ func clientOpts(cfg Config, log *slog.Logger) ([]kgo.Opt, error) {
 		}
 	}
 	return opts, nil
-}
-
-func tlsConfig(t *TLSConfig) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // the user asked for it
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls.ca_file %s: no PEM certificate in it", t.CAFile)
-		}
-		tc.RootCAs = pool
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("tls.cert_file and key_file: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // producerOpts returns the transactional producer's options.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/sink"
+	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
 // Defaults of Config.
@@ -74,7 +75,7 @@ type Config struct {
 	// Token authenticates with a token.
 	Token string `yaml:"token"`
 	// TLS verifies the server against CAFile and, with CertFile and
-	// KeyFile, authenticates the client. Setting CAFile or CertFile turns
+	// KeyFile, authenticates the client. Setting any of its keys turns
 	// TLS on; a tls:// URL does too (then verified against the system's
 	// roots).
 	TLS TLSConfig `yaml:"tls"`
@@ -89,15 +90,9 @@ type Config struct {
 	MaxPending int `yaml:"max_pending"`
 }
 
-// TLSConfig is the tls block of Config.
-type TLSConfig struct {
-	// CAFile is a PEM file of the certificate authorities to trust.
-	CAFile string `yaml:"ca_file"`
-	// CertFile and KeyFile are the client's certificate and key (PEM),
-	// for servers that verify clients.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
-}
+// TLSConfig is the tls block of Config, the one every client takes
+// (tlsconfig.Config).
+type TLSConfig = tlsconfig.Config
 
 // withDefaults returns c with every zero field but Stream set to its
 // default (Stream's depends on the pipeline's name).
@@ -187,8 +182,8 @@ func (c *Config) Validate() error {
 	if auth > 1 {
 		return errors.New("creds_file, user/password and token are exclusive: set one way to authenticate")
 	}
-	if (c.TLS.CertFile == "") != (c.TLS.KeyFile == "") {
-		return errors.New("tls: cert_file and key_file go together: set both for a client certificate, or neither")
+	if err := c.TLS.Validate(); err != nil {
+		return err
 	}
 	if c.ConnectTimeout < 0 {
 		return fmt.Errorf("connect_timeout %s: must be positive, e.g. 5s", c.ConnectTimeout)

@@ -158,11 +158,12 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	case cfg.Token != "":
 		opts = append(opts, gonats.Token(cfg.Token))
 	}
-	if cfg.TLS.CAFile != "" {
-		opts = append(opts, gonats.RootCAs(cfg.TLS.CAFile))
-	}
-	if cfg.TLS.CertFile != "" {
-		opts = append(opts, gonats.ClientCert(cfg.TLS.CertFile, cfg.TLS.KeyFile))
+	if cfg.TLS.Set() {
+		tc, err := cfg.TLS.Client("tls.", "")
+		if err != nil {
+			return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
+		}
+		opts = append(opts, gonats.Secure(tc))
 	}
 	nc, err := gonats.Connect(cfg.URL, opts...)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/sink"
+	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
 // Modes of the sink.
@@ -54,10 +55,11 @@ type Config struct {
 	Password string `yaml:"password"`
 	// DB is the database number (SELECT); default 0.
 	DB int `yaml:"db"`
-	// TLS connects with TLS, verifying the server's certificate against the
-	// system's roots, or against CAFile when it is set. Setting CAFile
-	// turns TLS on.
-	TLS    bool   `yaml:"tls"`
+	// TLS is the tls block every client takes (tlsconfig.Config: ca_file,
+	// cert_file, key_file, insecure_skip_verify), or true for TLS
+	// verified against the system's roots. A block or true turns TLS on.
+	TLS tlsconfig.Toggle `yaml:"tls"`
+	// CAFile is the older spelling of tls.ca_file (it turns TLS on too).
 	CAFile string `yaml:"ca_file"`
 	// Mode is "stream" (default: XADD every message to a stream per table)
 	// or "materialize" (one hash per row, kept equal to the source row).
@@ -123,6 +125,12 @@ func (c Config) withDefaults() Config {
 func (c *Config) Validate() error {
 	if c.Addr == "" {
 		return errors.New("addr is required: the Redis server's host:port, e.g. addr: 127.0.0.1:6379")
+	}
+	if err := c.TLS.Validate(); err != nil {
+		return err
+	}
+	if c.CAFile != "" && c.TLS.CAFile != "" {
+		return errors.New("ca_file and tls.ca_file are both set: keep tls.ca_file (ca_file is its older spelling)")
 	}
 	host, port, err := net.SplitHostPort(c.Addr)
 	if err != nil {

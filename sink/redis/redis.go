@@ -3,14 +3,11 @@ package redis
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 
@@ -131,19 +128,15 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		dialTimeout: cfg.DialTimeout,
 		timeout:     cfg.WriteTimeout,
 	}
-	if cfg.TLS || cfg.CAFile != "" {
+	if cfg.TLS.On || cfg.TLS.Set() || cfg.CAFile != "" {
 		host, _, _ := net.SplitHostPort(cfg.Addr)
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: host}
-		if cfg.CAFile != "" {
-			pem, err := os.ReadFile(cfg.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("redis sink %s: ca_file: %w", name, err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("redis sink %s: ca_file %s holds no PEM certificate", name, cfg.CAFile)
-			}
-			tc.RootCAs = pool
+		block, tcfg := "tls.", cfg.TLS.Config
+		if tcfg.CAFile == "" && cfg.CAFile != "" {
+			block, tcfg.CAFile = "", cfg.CAFile
+		}
+		tc, err := tcfg.Client(block, host)
+		if err != nil {
+			return nil, fmt.Errorf("redis sink %s: %w", name, err)
 		}
 		d.tls = tc
 	}

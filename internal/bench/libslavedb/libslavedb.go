@@ -1,5 +1,5 @@
 // Package libslavedb holds the tables of the libslave article's
-// benchmark, which `sluice bench libslave` and `sluice bench snapshot`
+// benchmark, which `sluice-bench libslave` and `sluice-bench snapshot`
 // create and the codec's and snapshot's benchmarks describe: a leaf
 // package, so that tests of the packages internal/bench imports can use
 // the same definitions.

@@ -1,7 +1,7 @@
 // Package etcdenv starts throwaway in-process etcd servers for tests and a
 // TCP proxy that can cut the network between a client and a server. It is
-// apart from testenv so that binaries importing testenv (the demo, the
-// benchmarks) do not link the etcd server.
+// apart from testenv so that programs importing testenv/throwaway (the
+// demo, the benchmarks) do not link the etcd server.
 //
 // An etcd runs in-process (go.etcd.io/etcd/server/v3/embed): no binary to
 // install and nothing left running when the test binary dies. It is a

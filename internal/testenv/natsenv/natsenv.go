@@ -1,6 +1,6 @@
 // Package natsenv starts throwaway in-process NATS servers with JetStream for
-// tests. It is apart from testenv so that binaries importing testenv (the
-// demo, the benchmarks) do not link the NATS server.
+// tests. It is apart from testenv so that programs importing
+// testenv/throwaway (the demo, the benchmarks) do not link the NATS server.
 package natsenv
 
 import (

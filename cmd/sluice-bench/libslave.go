@@ -5,41 +5,19 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-cdc/sluice/internal/bench"
-	"github.com/sluice-cdc/sluice/position"
 )
 
-// parseFlavors checks --flavors values.
-func parseFlavors(names []string) ([]position.Flavor, error) {
-	var out []position.Flavor
-	for _, n := range names {
-		switch f := position.Flavor(strings.ToLower(strings.TrimSpace(n))); f {
-		case position.MariaDB, position.MySQL:
-			out = append(out, f)
-		default:
-			return nil, fmt.Errorf("--flavors: %q is not a server flavor; use mariadb, mysql or both (mariadb,mysql)", n)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("--flavors: name at least one of mariadb, mysql")
-	}
-	return out, nil
-}
-
-func benchCmd() *cobra.Command {
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Benchmarks that measure sluice beside its peers in one run",
-	}
+func libslaveCmd() *cobra.Command {
 	var (
 		rows, runs int
 		profile    string
 		modes      []string
 		flavors    []string
+		sluice     string
 	)
 	lib := &cobra.Command{
 		Use:   "libslave",
@@ -49,13 +27,19 @@ each (inserts into and updates of short_table and long_table), and reads each
 range with sluice (typed decoding), go-mysql's default decoder, a raw transfer
 without decoding (the floor), and sluice's output in each format (sluice's
 own, debezium, debezium with schemas) to /dev/null (tail counts the bytes). Each
-reader runs in its own process, so its peak memory is its own. Prints rows/s,
-ratios, peak memory and bytes per row per server.`,
+reader runs in its own process, so its peak memory is its own: sluice's are
+sluice tail of the sluice binary (--sluice, by default the one beside
+sluice-bench), the peers' are sluice-bench child. Prints rows/s, ratios,
+peak memory and bytes per row per server.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			self, err := os.Executable()
+			bin, err := sluiceBinary(sluice)
 			if err != nil {
 				return err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("finding sluice-bench's own path, to run the peer readers: %w", err)
 			}
 			fl, err := parseFlavors(flavors)
 			if err != nil {
@@ -82,7 +66,7 @@ ratios, peak memory and bytes per row per server.`,
 					}
 				}
 				version := db.Version()
-				results, err := bench.Run(ctx, db, ranges, bench.Options{Runs: runs, Self: self, Out: os.Stdout, Log: os.Stderr, ProfileDir: dir, Modes: modes})
+				results, err := bench.Run(ctx, db, ranges, bench.Options{Runs: runs, Self: bin, Peer: self, Out: os.Stdout, Log: os.Stderr, ProfileDir: dir, Modes: modes})
 				db.Close()
 				if err != nil {
 					return fmt.Errorf("%s: %w", f, err)
@@ -98,8 +82,16 @@ ratios, peak memory and bytes per row per server.`,
 	lib.Flags().IntVar(&runs, "runs", 1, "runs per reader and range; the fastest is reported")
 	lib.Flags().StringVar(&profile, "profile", "", "directory to write a CPU profile of every sluice run into")
 	lib.Flags().StringSliceVar(&modes, "modes", nil, "readers to measure (default sluice,go-mysql,raw,sluice-json,debezium,debezium-schemas)")
-	child := &cobra.Command{
+	lib.Flags().StringVar(&sluice, sluiceFlag, "", sluiceFlagUsage)
+	return lib
+}
+
+// childCmd reads one range with a peer reader (go-mysql or raw) for
+// libslave, in a process of its own, and prints its summary line.
+func childCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:    "child MODE URL FROM TO",
+		Short:  "One peer reader's run of the libslave benchmark (run by it)",
 		Hidden: true,
 		Args:   cobra.ExactArgs(4),
 		RunE: func(cmd *cobra.Command, a []string) error {
@@ -112,7 +104,4 @@ ratios, peak memory and bytes per row per server.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(lib, child)
-	cmd.AddCommand(benchSnapshotCmd(), benchPipelineCmd(), benchSourcesCmd())
-	return cmd
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-cdc/sluice/internal/bench"
 )
 
-func benchSourcesCmd() *cobra.Command {
+func sourcesCmd() *cobra.Command {
 	var (
 		shards, txnRows, rounds, rate int
 		writeFor, latFor              time.Duration

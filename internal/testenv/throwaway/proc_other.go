@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package testenv
+package throwaway
 
 import "syscall"
 

@@ -12,13 +12,14 @@ import (
 	"github.com/sluice-cdc/sluice/position"
 )
 
-func benchSnapshotCmd() *cobra.Command {
+func snapshotCmd() *cobra.Command {
 	var (
 		shortRows, longRows int64
 		parallel, runs      int
 		chunk               int
 		profile             string
 		flavors             []string
+		sluice              string
 	)
 	cmd := &cobra.Command{
 		Use:   "snapshot",
@@ -58,7 +59,7 @@ the next.`,
 			if err != nil {
 				return err
 			}
-			self, err := os.Executable()
+			bin, err := sluiceBinary(sluice)
 			if err != nil {
 				return err
 			}
@@ -71,8 +72,8 @@ the next.`,
 						return err
 					}
 				}
-				if err := benchSnapshotOn(ctx, f, shortRows, longRows, bench.SnapshotOptions{
-					Parallel: parallel, Chunk: chunk, Runs: runs, Self: self, ProfileDir: dir, Log: os.Stderr,
+				if err := snapshotOn(ctx, f, shortRows, longRows, bench.SnapshotOptions{
+					Parallel: parallel, Chunk: chunk, Runs: runs, Self: bin, ProfileDir: dir, Log: os.Stderr,
 				}); err != nil {
 					return fmt.Errorf("%s: %w", f, err)
 				}
@@ -88,12 +89,13 @@ the next.`,
 	f.IntVar(&chunk, "chunk", 0, "sluice's --snapshot-chunk: rows per SELECT (default: sluice's own)")
 	f.IntVar(&runs, "runs", 1, "runs per reader and table set; the fastest is reported")
 	f.StringVar(&profile, "profile", "", "directory to write a CPU profile of every sluice run into (one subdirectory per server)")
+	f.StringVar(&sluice, sluiceFlag, "", sluiceFlagUsage)
 	return cmd
 }
 
-// benchSnapshotOn runs the snapshot benchmark on a new server of one
-// flavor and prints its table and verdict.
-func benchSnapshotOn(ctx context.Context, f position.Flavor, shortRows, longRows int64, opts bench.SnapshotOptions) error {
+// snapshotOn runs the snapshot benchmark on a new server of one flavor
+// and prints its table and verdict.
+func snapshotOn(ctx context.Context, f position.Flavor, shortRows, longRows int64, opts bench.SnapshotOptions) error {
 	fmt.Fprintf(os.Stderr, "starting %s and writing %d rows into short_table and %d into long_table...\n", f, shortRows, longRows)
 	db, sizes, err := bench.PrepareSnapshot(ctx, f, shortRows, longRows, os.Stderr)
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build unix
 
-package testenv
+package throwaway
 
 import (
 	"bufio"
@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -29,13 +28,13 @@ import (
 // client was told about. RDB snapshots are off (save ""), so nothing is
 // written outside the directory.
 //
-//	r := testenv.StartRedis(t)
+//	r, err := throwaway.StartRedisServer(ctx, "") // in tests: testenv.StartRedis(t)
 //	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 //	r.Stop()            // an outage: clients get connection errors
 //	r.Start(ctx)        // same port, same data
 //
 // Like MariaDB servers, the process runs in its own process group and is
-// SIGKILLed by the kernel if the test binary dies.
+// SIGKILLed by the kernel if the process that started it dies.
 
 var (
 	ensureRedisOnce sync.Once
@@ -148,27 +147,6 @@ func (r *Redis) Running() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.proc != nil && !r.proc.exited()
-}
-
-// StartRedis starts a server for t and closes it (removing its data) at
-// t's cleanup. It calls t.Fatal if the server cannot be started.
-func StartRedis(t testing.TB) *Redis {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), installTimeout+startupTimeout)
-	defer cancel()
-	r, err := StartRedisServer(ctx, "")
-	if err != nil {
-		t.Fatalf("testenv: starting Redis: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("testenv: Redis %s (dir %s) log tail:\n%s", r.Addr(), r.Dir, r.LogTail(20))
-		}
-		if err := r.Close(); err != nil {
-			t.Errorf("testenv: closing Redis %s: %v", r.Addr(), err)
-		}
-	})
-	return r
 }
 
 // StartRedisServer installs redis-server if needed (EnsureRedis) and starts

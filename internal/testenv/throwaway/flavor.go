@@ -1,6 +1,6 @@
 //go:build unix
 
-package testenv
+package throwaway
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/sluice-cdc/sluice/position"
@@ -35,24 +34,6 @@ func Flavors() []position.Flavor {
 		}
 	}
 	return out
-}
-
-// ForEachFlavor runs fn as a subtest per server flavor, named after it
-// ("mariadb", "mysql"), so that one test body covers both servers:
-//
-//	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
-//		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
-//		...
-//	})
-func ForEachFlavor(t *testing.T, fn func(t *testing.T, flavor position.Flavor)) {
-	t.Helper()
-	flavors := Flavors()
-	if len(flavors) == 0 {
-		t.Fatalf("testenv: SLUICE_TEST_FLAVORS=%q names no known flavor (mariadb, mysql)", os.Getenv("SLUICE_TEST_FLAVORS"))
-	}
-	for _, f := range flavors {
-		t.Run(string(f), func(t *testing.T) { fn(t, f) })
-	}
 }
 
 // Tool is a command-line program that comes with a server.
@@ -102,27 +83,8 @@ func (m *Server) Version() string {
 	defer cancel()
 	if r, err := m.Query(ctx, "SELECT VERSION()"); err == nil {
 		if v, err := r.GetString(0, 0); err == nil {
-			return flavorName(m.Flavor) + " " + v
+			return FlavorName(m.Flavor) + " " + v
 		}
 	}
-	return flavorName(m.Flavor)
-}
-
-// ForEachFlavorMix is ForEachFlavor for tests over several servers (the
-// shards of one pipeline): fn runs as subtests "mariadb" and "mysql", where
-// every server is of that flavor, and "mixed", where server i is
-// AllFlavors[i%2] (MariaDB, MySQL, MariaDB, ...), so that one pipeline
-// reads both kinds at once. fn asks flavorOf(i) for server i's flavor.
-// "mixed" runs only when both flavors are selected (SLUICE_TEST_FLAVORS).
-func ForEachFlavorMix(t *testing.T, fn func(t *testing.T, flavorOf func(i int) position.Flavor)) {
-	t.Helper()
-	ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
-		fn(t, func(int) position.Flavor { return f })
-	})
-	if len(Flavors()) < len(AllFlavors) {
-		return
-	}
-	t.Run("mixed", func(t *testing.T) {
-		fn(t, func(i int) position.Flavor { return AllFlavors[i%len(AllFlavors)] })
-	})
+	return FlavorName(m.Flavor)
 }

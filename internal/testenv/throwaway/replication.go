@@ -1,4 +1,4 @@
-package testenv
+package throwaway
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func (m *Server) replicaStatus(ctx context.Context) (replicaStatus, error) {
 	}
 	defer rs.Close()
 	if rs.RowNumber() == 0 {
-		return replicaStatus{}, fmt.Errorf("testenv: %s: %s is not a replica", stmt, m.name())
+		return replicaStatus{}, fmt.Errorf("testenv: %s: %s is not a replica", stmt, m.Name())
 	}
 	col := func(name string) string {
 		s, _ := rs.GetStringByName(0, name)
@@ -90,7 +90,7 @@ func (m *Server) waitReplicating(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("testenv: %s does not replicate after 30 s (io %s, sql %s) %s", m.name(), st.io, st.sql, st.lastErr)
+			return fmt.Errorf("testenv: %s does not replicate after 30 s (io %s, sql %s) %s", m.Name(), st.io, st.sql, st.lastErr)
 		}
 		select {
 		case <-ctx.Done():
@@ -138,7 +138,7 @@ func (m *Server) WaitCaughtUp(ctx context.Context, primary *Server) error {
 		}
 		if time.Now().After(deadline) {
 			st, _ := m.replicaStatus(ctx)
-			return fmt.Errorf("testenv: %s has %s after 60 s; its primary has %s %s", m.name(), have, want, st.lastErr)
+			return fmt.Errorf("testenv: %s has %s after 60 s; its primary has %s %s", m.Name(), have, want, st.lastErr)
 		}
 		select {
 		case <-ctx.Done():
@@ -178,7 +178,7 @@ func (m *Server) StartReplication(ctx context.Context) error {
 // semi-synchronous replication.
 func (m *Server) Promote(ctx context.Context) error {
 	if err := m.applyReceived(ctx); err != nil {
-		return fmt.Errorf("testenv: promoting %s: %w", m.name(), err)
+		return fmt.Errorf("testenv: promoting %s: %w", m.Name(), err)
 	}
 	stmts := []string{"STOP REPLICA", "RESET REPLICA ALL"}
 	if m.Flavor == position.MariaDB {
@@ -186,7 +186,7 @@ func (m *Server) Promote(ctx context.Context) error {
 	}
 	stmts = append(stmts, "SET GLOBAL read_only = OFF")
 	if err := m.Exec(ctx, stmts...); err != nil {
-		return fmt.Errorf("testenv: promoting %s: %w", m.name(), err)
+		return fmt.Errorf("testenv: promoting %s: %w", m.Name(), err)
 	}
 	return nil
 }
