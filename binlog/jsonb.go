@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
 // ErrCorruptJSON is wrapped by the errors of the binary JSON decoder.
@@ -114,7 +116,7 @@ func (j *jsonbDecoder) value(dst []byte, t byte, data []byte, depth int) ([]byte
 		if err := j.spend(n + l); err != nil {
 			return dst, err
 		}
-		return appendJSONString(dst, data[n:n+l]), nil
+		return jsonstr.Append(dst, data[n:n+l]), nil
 	case jsonbOpaque:
 		if len(data) < 1 {
 			return dst, jsonErr("truncated opaque value")
@@ -239,7 +241,7 @@ func (j *jsonbDecoder) container(dst []byte, t byte, data []byte, depth int) ([]
 			if err := j.spend(int(klen)); err != nil {
 				return dst, err
 			}
-			dst = appendJSONString(dst, data[koff:koff+klen])
+			dst = jsonstr.Append(dst, data[koff:koff+klen])
 			dst = append(dst, ':')
 		}
 		e := valStart + i*int(valEntry)
@@ -337,42 +339,6 @@ func appendJSONDouble(dst []byte, f float64) ([]byte, error) {
 		k++
 	}
 	return append(dst, e[k:]...), nil
-}
-
-// appendJSONString appends s as a quoted JSON string. Bytes are copied
-// through as they are except for the quote, the backslash and control
-// characters, which are escaped.
-func appendJSONString(dst []byte, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i, c := range s {
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		start = i + 1
-		switch c {
-		case '"':
-			dst = append(dst, '\\', '"')
-		case '\\':
-			dst = append(dst, '\\', '\\')
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		}
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // appendJSONOpaque appends an opaque value (a MySQL value of type ft

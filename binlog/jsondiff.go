@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -467,7 +468,7 @@ func (j *jsonbDecoder) render(dst []byte, n *jnode, depth int) ([]byte, error) {
 			if err := j.spend(len(c.keys[i])); err != nil {
 				return dst, err
 			}
-			dst = appendJSONString(dst, c.keys[i])
+			dst = jsonstr.Append(dst, c.keys[i])
 			dst = append(dst, ':')
 		}
 		if dst, err = j.render(dst, &c.kids[i], depth+1); err != nil {

@@ -23,6 +23,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/google/uuid"
 
+	"github.com/sluice-cdc/sluice/internal/backoff"
+	"github.com/sluice-cdc/sluice/internal/bytebudget"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -733,7 +735,7 @@ func (r *Reader) loop() error {
 	// Nothing before the start position will be handed out.
 	r.setDelivered(r.resume)
 	close(r.ready)
-	backoff := 100 * time.Millisecond
+	bo := backoff.New(100*time.Millisecond, r.cfg.MaxBackoff)
 	for {
 		delivered, err := r.stream()
 		if r.ctx.Err() != nil {
@@ -757,16 +759,14 @@ func (r *Reader) loop() error {
 			return rerr // a newer reader of the same consumer ended this one's dump
 		}
 		if delivered {
-			backoff = 100 * time.Millisecond
+			bo.Reset()
 		}
 		r.reconnects.Add(1)
-		r.log().Warn("binlog connection lost; reconnecting", "server", r.cfg.Addr, "resume", r.resume.String(), "in", backoff, "error", brief(err).Error())
-		select {
-		case <-time.After(backoff):
-		case <-r.ctx.Done():
+		wait := bo.Next()
+		r.log().Warn("binlog connection lost; reconnecting", "server", r.cfg.Addr, "resume", r.resume.String(), "in", wait, "error", brief(err).Error())
+		if backoff.Sleep(r.ctx, wait) != nil {
 			return nil
 		}
-		backoff = min(backoff*2, r.cfg.MaxBackoff)
 		for {
 			err := r.recheckServer()
 			if err == nil {
@@ -777,13 +777,11 @@ func (r *Reader) loop() error {
 			}
 			// The server went away while it was being checked (a primary
 			// dying during a failover): check again.
-			r.log().Warn("binlog: checking the source's server failed; trying again", "server", r.cfg.Addr, "in", backoff, "error", brief(err).Error())
-			select {
-			case <-time.After(backoff):
-			case <-r.ctx.Done():
+			wait := bo.Next()
+			r.log().Warn("binlog: checking the source's server failed; trying again", "server", r.cfg.Addr, "in", wait, "error", brief(err).Error())
+			if backoff.Sleep(r.ctx, wait) != nil {
 				return nil
 			}
-			backoff = min(backoff*2, r.cfg.MaxBackoff)
 		}
 	}
 }
@@ -1024,10 +1022,8 @@ func (r *Reader) onServer(c *client.Conn, info ServerInfo, start position.Positi
 		if waited == 0 {
 			r.log().Warn("the server lacks transactions already delivered: waiting for it to receive them (a replica that lags)", "server", r.cfg.Addr, "missing", be.missing, "wait_up_to", r.cfg.CatchUpWait.String())
 		}
-		select {
-		case <-r.ctx.Done():
-			return start, r.ctx.Err()
-		case <-time.After(200 * time.Millisecond):
+		if err := backoff.Sleep(r.ctx, 200*time.Millisecond); err != nil {
+			return start, err
 		}
 		r.catchUpNs.Add(int64(time.Since(began) - waited))
 		waited = time.Since(began)
@@ -1257,7 +1253,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 	// by bytes.
 	sctx, scancel := context.WithCancel(r.ctx)
 	defer scancel()
-	q := &eventQueue{ch: make(chan queuedEvent, 4096), budget: byteBudget{max: r.cfg.ChunkBytes * 4, freed: make(chan struct{}, 1)}}
+	q := &eventQueue{ch: make(chan queuedEvent, 4096), budget: bytebudget.New(r.cfg.ChunkBytes * 4)}
 	h := &eventHandler{r: r}
 	enq := &enqueuer{q: q, ctx: sctx}
 	enq.last.Store(time.Now().UnixNano())
@@ -1320,7 +1316,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 					scancel() // stop stage 1; drain what it queued
 				}
 			}
-			q.budget.release(qe.n)
+			q.budget.Release(qe.n)
 		}
 	}()
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
@@ -1510,7 +1506,7 @@ type queuedEvent struct {
 
 type eventQueue struct {
 	ch     chan queuedEvent
-	budget byteBudget
+	budget *bytebudget.Budget
 }
 
 // enqueuer is stage 1's end: go-mysql calls it for every parsed event.
@@ -1528,52 +1524,16 @@ func (e *enqueuer) HandleEvent(ev *replication.BinlogEvent) error {
 		e.last.Store(time.Now().UnixNano())
 		e.waiting.Store(false)
 	}()
-	n, err := e.q.budget.acquire(e.ctx, len(ev.RawData))
-	if err != nil {
+	n := len(ev.RawData)
+	if e.q.budget.Acquire(e.ctx, n) != nil {
 		return errHandler
 	}
 	select {
 	case e.q.ch <- queuedEvent{ev, n}:
 		return nil
 	case <-e.ctx.Done():
-		e.q.budget.release(n)
+		e.q.budget.Release(n)
 		return errHandler
-	}
-}
-
-// byteBudget bounds the bytes of queued events. One goroutine acquires;
-// an event larger than the whole budget waits for an empty queue.
-type byteBudget struct {
-	mu        sync.Mutex
-	used, max int
-	freed     chan struct{}
-}
-
-func (b *byteBudget) acquire(ctx context.Context, n int) (int, error) {
-	n = min(n, b.max)
-	for {
-		b.mu.Lock()
-		if b.used == 0 || b.used+n <= b.max {
-			b.used += n
-			b.mu.Unlock()
-			return n, nil
-		}
-		b.mu.Unlock()
-		select {
-		case <-b.freed:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
-}
-
-func (b *byteBudget) release(n int) {
-	b.mu.Lock()
-	b.used -= n
-	b.mu.Unlock()
-	select {
-	case b.freed <- struct{}{}:
-	default:
 	}
 }
 

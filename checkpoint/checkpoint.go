@@ -66,12 +66,20 @@ type Checkpoint struct {
 	SavedAt time.Time `json:"saved_at"`
 }
 
-// upgrade moves fields of older checkpoints to their current place.
-func (cp *Checkpoint) upgrade() {
+// Decode reads a stored checkpoint (its JSON) and moves fields of older
+// checkpoints to their current place. Stores call it on what they load;
+// the error is json's, for the store to wrap with ErrCorrupt and where the
+// checkpoint is.
+func Decode(data []byte) (Checkpoint, error) {
+	var cp Checkpoint
+	if err := json.Unmarshal(data, &cp); err != nil {
+		return Checkpoint{}, err
+	}
 	if cp.Open != nil {
 		cp.Opens = append(cp.Opens, *cp.Open)
 		cp.Open = nil
 	}
+	return cp, nil
 }
 
 // Open is a transaction whose first part was about to be written: its
@@ -110,11 +118,10 @@ func (s *FileStore) Load(ctx context.Context) (Checkpoint, error) {
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint: reading %s: %w", s.Path, err)
 	}
-	var cp Checkpoint
-	if err := json.Unmarshal(data, &cp); err != nil {
+	cp, err := Decode(data)
+	if err != nil {
 		return Checkpoint{}, fmt.Errorf("%w: %s: %v (move it away to start over, or restore a backup)", ErrCorrupt, s.Path, err)
 	}
-	cp.upgrade()
 	return cp, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
 // Debezium option values (Format's *Handling fields), as Debezium spells
@@ -158,9 +159,9 @@ type dbzState struct {
 func (e *Encoder) initDebezium(version string) {
 	d := &dbzState{opts: e.format.dbzOpts(), tables: map[*binlog.Table]*dbzTable{}}
 	p := append([]byte(nil), `,"source":{"version":`...)
-	p = appendQuoted(p, "sluice-"+version)
+	p = jsonstr.Append(p, "sluice-"+version)
 	p = append(p, `,"connector":"mysql","name":`...)
-	p = appendQuoted(p, e.src.Name)
+	p = jsonstr.Append(p, e.src.Name)
 	p = append(p, `,"ts_ms":`...)
 	d.prefix = p
 	e.dbz = d
@@ -253,7 +254,7 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 		return d.appendClose(dst, now, op, true)
 	}
 	dst = append(dst, `,"thread":null,"query":null},"transaction":{"id":`...)
-	dst = appendQuoted(dst, tx.ID)
+	dst = jsonstr.Append(dst, tx.ID)
 	dst = append(dst, `,"total_order":`...)
 	dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
 	dst = append(dst, `,"data_collection_order":`...)
@@ -447,13 +448,13 @@ func (d *dbzState) buildSource(key sourceKey, ch *binlog.Change) {
 		b = append(b, `"false"`...)
 	}
 	b = append(b, `,"db":`...)
-	b = appendQuoted(b, changeDB(ch))
+	b = jsonstr.Append(b, changeDB(ch))
 	b = append(b, `,"sequence":null`...)
 	d.cache.bytes = b
 	t := d.src.tail[:0]
 	t = append(t, `,"table":`...)
 	if ch.Table != nil {
-		t = appendQuoted(t, ch.Table.Name)
+		t = jsonstr.Append(t, ch.Table.Name)
 	} else {
 		t = append(t, "null"...)
 	}
@@ -461,12 +462,12 @@ func (d *dbzState) buildSource(key sourceKey, ch *binlog.Change) {
 	t = strconv.AppendUint(t, uint64(key.serverID), 10)
 	t = append(t, `,"gtid":`...)
 	if key.gtid != "" {
-		t = appendQuoted(t, key.gtid)
+		t = jsonstr.Append(t, key.gtid)
 	} else {
 		t = append(t, "null"...)
 	}
 	t = append(t, `,"file":`...)
-	t = appendQuoted(t, ch.File)
+	t = jsonstr.Append(t, ch.File)
 	t = append(t, `,"pos":`...)
 	t = strconv.AppendUint(t, uint64(ch.Pos), 10)
 	d.src.tail = append(t, `,"row":`...)
@@ -655,7 +656,7 @@ func (d *dbzState) table(e *Encoder, t *binlog.Table) *dbzTable {
 				if i > 0 {
 					q = append(q, ',')
 				}
-				q = appendQuoted(q, t.Columns[i].Name)
+				q = jsonstr.Append(q, t.Columns[i].Name)
 				x.names = append(x.names, append(q, ':'))
 				def := d.defaultValue(&t.Columns[i])
 				x.defs = append(x.defs, def)

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
 // Schema names of the schema-change topic's records.
@@ -79,7 +80,7 @@ func (e *Encoder) appendDbzSchemaChangeKey(dst []byte, ch *binlog.Change) []byte
 		dst = append(dst, `,"payload":`...)
 	}
 	dst = append(dst, `{"databaseName":`...)
-	dst = appendQuoted(dst, schemaChangeDB(ch))
+	dst = jsonstr.Append(dst, schemaChangeDB(ch))
 	dst = append(dst, '}')
 	if e.dbz.opts.schemas {
 		dst = append(dst, '}')
@@ -128,9 +129,9 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 	dst = append(dst, `,"ts_ms":`...)
 	dst = strconv.AppendInt(dst, floorDiv(now, 1e6), 10)
 	dst = append(dst, `,"databaseName":`...)
-	dst = appendQuoted(dst, db)
+	dst = jsonstr.Append(dst, db)
 	dst = append(dst, `,"schemaName":null,"ddl":`...)
-	dst = appendQuoted(dst, ch.Query)
+	dst = jsonstr.Append(dst, ch.Query)
 	dst = append(dst, `,"tableChanges":[`...)
 	for i := range ch.TableChanges {
 		tc := &ch.TableChanges[i]
@@ -138,9 +139,9 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"type":`...)
-		dst = appendQuoted(dst, tc.Kind)
+		dst = jsonstr.Append(dst, tc.Kind)
 		dst = append(dst, `,"id":`...)
-		dst = appendQuoted(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
+		dst = jsonstr.Append(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
 		dst = append(dst, `,"table":`...)
 		if tc.Kind == "DROP" || tc.After == nil {
 			dst = append(dst, "null"...)
@@ -160,7 +161,7 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte {
 	dst = append(dst, `{"defaultCharsetName":`...)
 	if def != nil && def.Charset != "" {
-		dst = appendQuoted(dst, def.Charset)
+		dst = jsonstr.Append(dst, def.Charset)
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -200,16 +201,16 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 			length = max(0, 2*len(c.Set)-1) // the members and their commas
 		}
 		dst = append(dst, `{"name":`...)
-		dst = appendQuoted(dst, c.Name)
+		dst = jsonstr.Append(dst, c.Name)
 		dst = append(dst, `,"jdbcType":`...)
 		dst = strconv.AppendInt(dst, int64(dbzJdbcType(base)), 10)
 		dst = append(dst, `,"nativeType":null,"typeName":`...)
-		dst = appendQuoted(dst, name)
+		dst = jsonstr.Append(dst, name)
 		dst = append(dst, `,"typeExpression":`...)
-		dst = appendQuoted(dst, name)
+		dst = jsonstr.Append(dst, name)
 		dst = append(dst, `,"charsetName":`...)
 		if c.Charset != "" && c.Charset != "binary" {
-			dst = appendQuoted(dst, c.Charset)
+			dst = jsonstr.Append(dst, c.Charset)
 		} else {
 			dst = append(dst, "null"...)
 		}
@@ -227,13 +228,13 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 		dst = strconv.AppendBool(dst, cd != nil && cd.Generated)
 		dst = append(dst, `,"comment":`...)
 		if cd != nil && cd.Comment != nil {
-			dst = appendQuoted(dst, *cd.Comment)
+			dst = jsonstr.Append(dst, *cd.Comment)
 		} else {
 			dst = append(dst, "null"...)
 		}
 		dst = append(dst, `,"defaultValueExpression":`...)
 		if cd != nil && cd.Default != nil {
-			dst = appendQuoted(dst, *cd.Default)
+			dst = jsonstr.Append(dst, *cd.Default)
 		} else {
 			dst = append(dst, "null"...)
 		}
@@ -251,7 +252,7 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 	}
 	dst = append(dst, `],"comment":`...)
 	if def != nil && def.Comment != nil {
-		dst = appendQuoted(dst, *def.Comment)
+		dst = jsonstr.Append(dst, *def.Comment)
 	} else {
 		dst = append(dst, "null"...)
 	}

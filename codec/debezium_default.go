@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
 // defaultValue returns col's default as its value is written, or nil for
@@ -27,9 +28,9 @@ func (d *dbzState) defaultValue(col *binlog.Column) []byte {
 		// MySQL's SHOW CREATE TABLE writes a default with a 4-byte
 		// UTF-8 character as a hex literal (0xF09F9880).
 		if hb, ok := hexLiteral(s); ok && col.Kind != binlog.KindString {
-			return appendQuoted(nil, hb)
+			return jsonstr.Append(nil, hb)
 		}
-		return appendQuoted(nil, s)
+		return jsonstr.Append(nil, s)
 	case binlog.KindBytes:
 		b := []byte(s)
 		if hb, ok := hexLiteral(s); ok {

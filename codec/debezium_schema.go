@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
 // dbzSourceSchema is the schema of MySQL's source block (Debezium 3.6:
@@ -72,7 +73,7 @@ func (d *dbzState) appendEnvelopeSchema(dst []byte, name string, t *binlog.Table
 		dst = append(dst, `"},`...)
 	}
 	dst = append(dst, dbzEnvelopeTail...)
-	dst = appendQuoted(dst, p+".Envelope")
+	dst = jsonstr.Append(dst, p+".Envelope")
 	return append(dst, `,"version":2}`...)
 }
 
@@ -111,7 +112,7 @@ func (d *dbzState) appendStructSchema(dst []byte, t *binlog.Table, cols []int, o
 	dst = append(dst, `],"optional":`...)
 	dst = strconv.AppendBool(dst, optional)
 	dst = append(dst, `,"name":`...)
-	dst = appendQuoted(dst, name)
+	dst = jsonstr.Append(dst, name)
 	return append(dst, '}')
 }
 
@@ -156,9 +157,9 @@ func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column, def []byte)
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendQuoted(dst, params[i])
+			dst = jsonstr.Append(dst, params[i])
 			dst = append(dst, ':')
-			dst = appendQuoted(dst, params[i+1])
+			dst = jsonstr.Append(dst, params[i+1])
 		}
 		dst = append(dst, '}')
 	}
@@ -167,7 +168,7 @@ func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column, def []byte)
 		dst = append(dst, def...)
 	}
 	dst = append(dst, `,"field":`...)
-	dst = appendQuoted(dst, col.Name)
+	dst = jsonstr.Append(dst, col.Name)
 	return append(dst, '}')
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
 // zeroTimestampText is what Debezium writes for a zero TIMESTAMP in a NOT
@@ -112,7 +113,7 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 	case binlog.KindEnum:
 		i := v.Uint()
 		if i >= 1 && i <= uint64(len(col.Enum)) {
-			return appendQuoted(dst, col.Enum[i-1])
+			return jsonstr.Append(dst, col.Enum[i-1])
 		}
 		return append(dst, `""`...) // 0: MySQL's '' error value
 	case binlog.KindSet:
@@ -126,7 +127,7 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 			return append(dst, `"{}"`...)
 		}
 		d.scratch = appendJSONValue(d.scratch[:0], doc)
-		return appendQuoted(dst, d.scratch)
+		return jsonstr.Append(dst, d.scratch)
 	case binlog.KindVector:
 		b := v.Bytes()
 		dst = append(dst, '[')
@@ -291,7 +292,7 @@ func appendDbzSet(dst []byte, mask uint64, names []string) []byte {
 // appendEscapedBody appends s as the inside of a JSON string.
 func appendEscapedBody(dst []byte, s string) []byte {
 	n := len(dst)
-	dst = appendQuoted(dst, s)
+	dst = jsonstr.Append(dst, s)
 	// drop the quotes appendQuoted put around it
 	copy(dst[n:], dst[n+1:len(dst)-1])
 	return dst[:len(dst)-2]
@@ -303,7 +304,7 @@ func appendEscapedBody(dst []byte, s string) []byte {
 func (d *dbzState) appendDecimal(dst []byte, col *binlog.Column, text []byte) []byte {
 	switch d.opts.decimal {
 	case 's':
-		return appendQuoted(dst, text)
+		return jsonstr.Append(dst, text)
 	case 'd':
 		f, err := strconv.ParseFloat(string(text), 64)
 		if err != nil || math.IsInf(f, 0) {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
 // DefaultVersion is the version written in source.version ("sluice-dev")
@@ -115,9 +116,9 @@ func NewEncoder(src Source, opts ...Option) *Encoder {
 		v = DefaultVersion
 	}
 	p := append([]byte(nil), `"source":{"version":`...)
-	p = appendQuoted(p, "sluice-"+v)
+	p = jsonstr.Append(p, "sluice-"+v)
 	p = append(p, `,"connector":"mysql","name":`...)
-	p = appendQuoted(p, src.Name)
+	p = jsonstr.Append(p, src.Name)
 	p = append(p, `,"ts_ms":`...)
 	e.prefix = p
 	if e.format.IsDebezium() {
@@ -191,7 +192,7 @@ func (e *Encoder) appendSluice(dst []byte, txn *binlog.Txn, ch *binlog.Change, s
 	dst = append(dst, ',')
 	dst = e.appendSource(dst, txn, ch, snap)
 	dst = append(dst, `,"op":`...)
-	dst = appendQuoted(dst, ch.Op.Code())
+	dst = jsonstr.Append(dst, ch.Op.Code())
 	dst = append(dst, `,"ts_ms":`...)
 	dst = e.appendNow(dst)
 	return append(dst, '}', '\n')
@@ -210,7 +211,7 @@ func (e *Encoder) columnNames(t *binlog.Table) [][]byte {
 	n.table, n.cols = t, t.Columns
 	n.text = n.text[:0]
 	for i := range t.Columns {
-		q := appendQuoted(nil, t.Columns[i].Name)
+		q := jsonstr.Append(nil, t.Columns[i].Name)
 		n.text = append(n.text, append(q, ':'))
 	}
 	return n.text
@@ -246,9 +247,9 @@ func (e *Encoder) appendDDL(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap
 	dst = append(dst, '{')
 	dst = e.appendSource(dst, txn, ch, snap)
 	dst = append(dst, `,"databaseName":`...)
-	dst = appendQuoted(dst, changeDB(ch))
+	dst = jsonstr.Append(dst, changeDB(ch))
 	dst = append(dst, `,"ddl":`...)
-	dst = appendQuoted(dst, ch.Query)
+	dst = jsonstr.Append(dst, ch.Query)
 	if len(ch.TableChanges) > 0 {
 		dst = appendTableChanges(dst, ch.TableChanges)
 	}
@@ -332,10 +333,10 @@ func (e *Encoder) appendSourceHead(dst []byte, ch *binlog.Change, commitMs int64
 		dst = append(dst, `"false"`...)
 	}
 	dst = append(dst, `,"db":`...)
-	dst = appendQuoted(dst, changeDB(ch))
+	dst = jsonstr.Append(dst, changeDB(ch))
 	dst = append(dst, `,"table":`...)
 	if ch.Table != nil {
-		dst = appendQuoted(dst, ch.Table.Name)
+		dst = jsonstr.Append(dst, ch.Table.Name)
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -343,16 +344,16 @@ func (e *Encoder) appendSourceHead(dst []byte, ch *binlog.Change, commitMs int64
 	dst = strconv.AppendUint(dst, uint64(serverID), 10)
 	dst = append(dst, `,"gtid":`...)
 	if gtid != "" {
-		dst = appendQuoted(dst, gtid)
+		dst = jsonstr.Append(dst, gtid)
 	} else {
 		dst = append(dst, "null"...)
 	}
 	if xid != "" {
 		dst = append(dst, `,"xid":`...)
-		dst = appendQuoted(dst, xid)
+		dst = jsonstr.Append(dst, xid)
 	}
 	dst = append(dst, `,"file":`...)
-	dst = appendQuoted(dst, ch.File)
+	dst = jsonstr.Append(dst, ch.File)
 	dst = append(dst, `,"pos":`...)
 	dst = strconv.AppendUint(dst, uint64(ch.Pos), 10)
 	return append(dst, `,"row":`...)
@@ -389,7 +390,7 @@ func appendRow(dst []byte, t *binlog.Table, row binlog.Row, names [][]byte) []by
 			if names != nil {
 				dst = append(dst, names[i]...)
 			} else {
-				dst = appendQuoted(dst, cols[i].Name)
+				dst = jsonstr.Append(dst, cols[i].Name)
 				dst = append(dst, ':')
 			}
 			dst = appendValue(dst, &cols[i], &row[i])
@@ -444,7 +445,7 @@ func appendKey(dst []byte, t *binlog.Table, row, fallback binlog.Row) []byte {
 				dst = append(dst, ',')
 			}
 			sep = true
-			dst = appendQuoted(dst, t.Columns[i].Name)
+			dst = jsonstr.Append(dst, t.Columns[i].Name)
 			dst = append(dst, ':')
 			dst = appendValue(dst, &t.Columns[i], &v)
 		}
@@ -473,9 +474,9 @@ func appendTableChanges(dst []byte, tcs []binlog.TableChange) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"type":`...)
-		dst = appendQuoted(dst, tc.Kind)
+		dst = jsonstr.Append(dst, tc.Kind)
 		dst = append(dst, `,"id":`...)
-		dst = appendQuoted(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
+		dst = jsonstr.Append(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
 		after := tc.After
 		if tc.Kind == "DROP" {
 			after = tc.Before
@@ -502,18 +503,18 @@ func appendTableDef(dst []byte, t *binlog.Table) []byte {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"name":`...)
-		dst = appendQuoted(dst, c.Name)
+		dst = jsonstr.Append(dst, c.Name)
 		name := c.TypeName()
 		if c.Unsigned {
 			name += " UNSIGNED"
 		}
 		dst = append(dst, `,"typeName":`...)
-		dst = appendQuoted(dst, name)
+		dst = jsonstr.Append(dst, name)
 		dst = append(dst, `,"charsetName":`...)
 		if c.Charset == "" {
 			dst = append(dst, "null"...)
 		} else {
-			dst = appendQuoted(dst, c.Charset)
+			dst = jsonstr.Append(dst, c.Charset)
 		}
 		dst = append(dst, `,"position":`...)
 		dst = strconv.AppendInt(dst, int64(i+1), 10)
@@ -539,7 +540,7 @@ func appendKeyNames(dst []byte, t *binlog.Table) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendQuoted(dst, t.Columns[k].Name)
+		dst = jsonstr.Append(dst, t.Columns[k].Name)
 	}
 	return dst
 }
@@ -551,7 +552,7 @@ func appendStringArray(dst []byte, ss []string) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendQuoted(dst, s)
+		dst = jsonstr.Append(dst, s)
 	}
 	return append(dst, ']')
 }

@@ -1,5 +1,7 @@
 package codec
 
+import "github.com/sluice-cdc/sluice/internal/jsonstr"
+
 // This file embeds JSON column values. The decoder hands over JSON text;
 // it is copied into the output compacted (insignificant whitespace
 // removed, so a pretty-printed MariaDB document cannot break the
@@ -27,7 +29,7 @@ func appendJSONValue(dst, doc []byte) []byte {
 			return out
 		}
 	}
-	return appendQuoted(out[:n], doc)
+	return jsonstr.Append(out[:n], doc)
 }
 
 // jsonScanner is a recursive-descent JSON validator that copies what it
@@ -207,12 +209,12 @@ func (p *jsonScanner) str(dst []byte) ([]byte, bool) {
 		case c < 0x80:
 			i++
 		default:
-			if n := validLen(s, i); n > 0 {
+			if n := jsonstr.ValidLen(s, i); n > 0 {
 				i += n
 				continue
 			}
 			dst = append(dst, s[start:i]...)
-			dst = append(dst, replacement...)
+			dst = append(dst, jsonstr.Replacement...)
 			i++
 			start = i
 		}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
 // zeroColumn stands in for a nil *binlog.Column: no fractional digits,
@@ -66,7 +67,7 @@ func appendValue(dst []byte, col *binlog.Column, v *binlog.Value) []byte {
 	case binlog.KindUint, binlog.KindBit:
 		return strconv.AppendUint(dst, v.Uint(), 10)
 	case binlog.KindDecimal:
-		return appendQuoted(dst, v.Bytes())
+		return jsonstr.Append(dst, v.Bytes())
 	case binlog.KindFloat:
 		f := float32(v.Float())
 		if !finite(float64(f)) {
@@ -108,7 +109,7 @@ func appendValue(dst []byte, col *binlog.Column, v *binlog.Value) []byte {
 		case i == 0:
 			return append(dst, '"', '"')
 		case i <= uint64(len(col.Enum)):
-			return appendQuoted(dst, col.Enum[i-1])
+			return jsonstr.Append(dst, col.Enum[i-1])
 		}
 		return strconv.AppendUint(dst, i, 10)
 	case binlog.KindSet:
@@ -158,7 +159,7 @@ func appendSet(dst []byte, mask uint64, names []string) []byte {
 				dst = append(dst, ',')
 			}
 			first = false
-			dst = appendQuoted(dst, names[i])
+			dst = jsonstr.Append(dst, names[i])
 		}
 		mask >>= 1
 	}

@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/internal/backoff"
 )
 
 // Errors of the package.
@@ -92,7 +92,7 @@ func New(cfg Config, pipeline string, log *slog.Logger) (*Etcd, error) {
 	return e, nil
 }
 
-// Client is the etcd client, for the pipeline's checkpoint.EtcdStore.
+// Client is the etcd client, for the pipeline's EtcdStore.
 func (e *Etcd) Client() *clientv3.Client { return e.client }
 
 // ID is this replica's name.
@@ -113,14 +113,14 @@ func (e *Etcd) CheckpointKey() string { return e.cfg.Prefix + e.pipeline + "/che
 // CheckpointStore is the pipeline's checkpoint store at CheckpointKey,
 // fenced by l: its saves fail with checkpoint.ErrConflict once l is no
 // longer the leadership in etcd.
-func (e *Etcd) CheckpointStore(l *Leadership) *checkpoint.EtcdStore {
-	return &checkpoint.EtcdStore{Client: e.client, Key: e.CheckpointKey(), Guard: l.Guard}
+func (e *Etcd) CheckpointStore(l *Leadership) *EtcdStore {
+	return &EtcdStore{Client: e.client, Key: e.CheckpointKey(), Guard: l.Guard}
 }
 
 // SchemaStore is the schema history of a source, in etcd beside the
 // checkpoint, written only while l leads.
-func (e *Etcd) SchemaStore(l *Leadership, source string) *checkpoint.EtcdSchemaStore {
-	return &checkpoint.EtcdSchemaStore{Client: e.client, Prefix: e.CheckpointKey() + "/schema/" + source + "/", Guard: l.Guard}
+func (e *Etcd) SchemaStore(l *Leadership, source string) *EtcdSchemaStore {
+	return &EtcdSchemaStore{Client: e.client, Prefix: e.CheckpointKey() + "/schema/" + source + "/", Guard: l.Guard}
 }
 
 // Close ends every leadership of e (as Resign does, within a bound) and
@@ -166,7 +166,7 @@ func (e *Etcd) Close() error {
 // older keys are gone, successive leaders have strictly growing epochs.
 func (e *Etcd) Campaign(ctx context.Context) (*Leadership, error) {
 	e.log.Info("campaigning for leadership", "election", e.ElectionPrefix())
-	wait := time.Second
+	bo := backoff.New(time.Second, e.cfg.LeaseTTL)
 	for {
 		l, err := e.campaign(ctx)
 		if err == nil {
@@ -181,12 +181,9 @@ func (e *Etcd) Campaign(ctx context.Context) (*Leadership, error) {
 		if !retryable(err) {
 			return nil, fmt.Errorf("coord: campaigning for %s: %w", e.pipeline, err)
 		}
+		wait := bo.Next()
 		e.log.Warn("campaign failed; campaigning again", "err", err, "in", wait)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		}
-		wait = min(2*wait, e.cfg.LeaseTTL)
+		_ = backoff.Sleep(ctx, wait) // a cancelled ctx ends the next campaign
 	}
 }
 

@@ -8,7 +8,7 @@
 //	c, err := coord.New(cfg, "orders", log)       // cfg: endpoints, lease_ttl, ...
 //	defer c.Close()
 //	l, err := c.Campaign(ctx)                      // blocks while another replica leads
-//	store := c.CheckpointStore(l)                  // checkpoint.EtcdStore fenced by l.Guard
+//	store := c.CheckpointStore(l)                  // EtcdStore fenced by l.Guard
 //	go run(ctx, store, l.Epoch())                  // stamp writes with the epoch
 //	<-l.Lost()                                     // stop writing now, then
 //	l.Resign(ctx)                                  // and campaign again
@@ -19,7 +19,7 @@
 //     CreateRevision, which only grows from one leadership to the next.
 //     Sinks can refuse what an older epoch writes.
 //   - The guard. Leadership.Guard holds only while the leader key is the
-//     one of this leadership; checkpoint.EtcdStore puts it in the
+//     one of this leadership; EtcdStore puts it in the
 //     transaction of every save, so a deposed leader cannot move the
 //     checkpoint, however late its save arrives.
 //   - Lost. A leader that etcd has not answered for 2/3 of the lease TTL
@@ -31,5 +31,5 @@
 // Keys, under Config.Prefix (default "/sluice/"):
 //
 //	/sluice/<pipeline>/leader/<lease hex>  {"id":"host:pid","since":"..."}  one per campaigning replica
-//	/sluice/<pipeline>/checkpoint          the checkpoint (checkpoint.EtcdStore)
+//	/sluice/<pipeline>/checkpoint          the checkpoint (EtcdStore)
 package coord

@@ -100,7 +100,7 @@ func (l *Leadership) Err() error {
 
 // Guard is the comparison that holds while this leadership does: the
 // leader key exists with this epoch as its CreateRevision. Put it in the
-// transactions that only the leader may commit (checkpoint.EtcdStore's
+// transactions that only the leader may commit (EtcdStore's
 // Guard).
 func (l *Leadership) Guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.epoch))

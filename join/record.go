@@ -2,7 +2,6 @@ package join
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // A row's payload, as the sink stores it in the join state:
@@ -59,32 +58,26 @@ func decodePayload(b []byte) (payload, error) {
 	return p, nil
 }
 
-// appendJSONString appends s as a JSON string.
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // a string always marshals
-	return append(dst, b...)
-}
-
 // formatMicros writes an event time as RFC 3339 with microseconds, UTC.
 func appendMicros(dst []byte, t int64) []byte {
 	return time.UnixMicro(t).UTC().AppendFormat(dst, "2006-01-02T15:04:05.000000Z07:00")
 }
 
 // appendSide writes the side JSON of a change's row.
-func appendSide(dst []byte, m *pipeline.Message, ch *binlog.Change, row binlog.Row, t int64) []byte {
+func appendSide(dst []byte, m *sink.Message, ch *binlog.Change, row binlog.Row, t int64) []byte {
 	dst = append(dst, `{"source":`...)
-	dst = appendJSONString(dst, m.Source)
+	dst = codec.AppendString(dst, m.Source)
 	dst = append(dst, `,"db":`...)
-	dst = appendJSONString(dst, ch.Table.Schema)
+	dst = codec.AppendString(dst, ch.Table.Schema)
 	dst = append(dst, `,"table":`...)
-	dst = appendJSONString(dst, ch.Table.Name)
+	dst = codec.AppendString(dst, ch.Table.Name)
 	dst = append(dst, `,"op":"`...)
 	dst = append(dst, ch.Op.Code()...)
 	dst = append(dst, `","seq":`...)
 	dst = strconv.AppendUint(dst, m.Seq, 10)
 	if ch.File != "" {
 		dst = append(dst, `,"binlog":{"file":`...)
-		dst = appendJSONString(dst, ch.File)
+		dst = codec.AppendString(dst, ch.File)
 		dst = append(dst, `,"pos":`...)
 		dst = strconv.AppendUint(dst, uint64(ch.Pos), 10)
 		dst = append(dst, `,"row":`...)

@@ -21,8 +21,8 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // SinkOptions are what a join's sink needs besides its Config.
@@ -30,10 +30,10 @@ type SinkOptions struct {
 	// Out receives the joined records: the sink named by Config.Sink. The
 	// join's Sink owns it (recovers, writes and closes it); it must not be
 	// one of the pipeline's own sinks.
-	Out pipeline.Sink
+	Out sink.Sink
 	// DeadLetter receives late and untimed rows: the sink named by
 	// Config.Late; nil with late: drop. Owned like Out.
-	DeadLetter pipeline.Sink
+	DeadLetter sink.Sink
 	// Watermark returns the pipeline's low watermark: no message still to
 	// come to this sink has an earlier event time (within the lateness).
 	// The zero time means none yet. When nil, the watermark is the latest
@@ -49,7 +49,7 @@ type SinkOptions struct {
 	CacheBytes int64
 }
 
-// Sink is a join as a pipeline.Sink: it takes the pipeline's batches,
+// Sink is a join as a sink.Sink: it takes the pipeline's batches,
 // joins the rows of its two tables in its Pebble state, and delivers the
 // joined records to a downstream sink exactly once, through an outbox.
 //
@@ -72,7 +72,7 @@ type Sink struct {
 	name     string
 	nameJSON []byte
 	sides    [2]sideSpec
-	outlets  [2]pipeline.Sink // joined records, dead letters (nil: drop)
+	outlets  [2]sink.Sink // joined records, dead letters (nil: drop)
 
 	mu struct {
 		sync.Mutex
@@ -113,7 +113,7 @@ type Sink struct {
 	started bool
 }
 
-var _ pipeline.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
 type sideSpec struct {
 	filter  *binlog.Filter
@@ -150,7 +150,7 @@ type sinkMeta struct {
 	// Opens holds, per source, how many messages were consumed after its
 	// last end (snapshot rows aside): the first part of a transaction
 	// whose batch ended inside it. Recovery reports it
-	// (pipeline.Recovery.Partial) and the pipeline sends only the rest.
+	// (sink.Recovery.Partial) and the pipeline sends only the rest.
 	// Counted says Opens is kept (the state of an older sluice has none).
 	Opens   map[string]int `json:"opens,omitempty"`
 	Counted bool           `json:"counted,omitempty"`
@@ -196,7 +196,7 @@ func NewSink(cfg Config, opts SinkOptions) (*Sink, error) {
 	if opts.Tick == 0 {
 		opts.Tick = time.Second
 	}
-	s := &Sink{cfg: cfg, opts: opts, name: "join:" + cfg.Name, nameJSON: appendJSONString(nil, cfg.Name)}
+	s := &Sink{cfg: cfg, opts: opts, name: "join:" + cfg.Name, nameJSON: codec.AppendString(nil, cfg.Name)}
 	s.log = opts.Logger.With("join", cfg.Name)
 	s.outlets[outJoined] = opts.Out
 	if cfg.Late != LateDrop {
@@ -224,11 +224,11 @@ func (s *Sink) Name() string { return s.name }
 // that the pipeline sends only what follows. offset is what Write last
 // returned ("state-id:consumed"); it detects a state directory that was
 // replaced or restored from an older copy.
-func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
+func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.Recovery, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {
-		return pipeline.Recovery{}, fmt.Errorf("join %s: Recover after Close", s.cfg.Name)
+		return sink.Recovery{}, fmt.Errorf("join %s: Recover after Close", s.cfg.Name)
 	}
 	s.mu.recovered = false
 	if s.mu.op == nil {
@@ -237,14 +237,14 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 			Fingerprint: s.cfg.fingerprint(), OnLate: s.onLate, CacheBytes: s.opts.CacheBytes, Logger: s.log,
 		})
 		if err != nil {
-			return pipeline.Recovery{}, fmt.Errorf("join %s: %w", s.cfg.Name, err)
+			return sink.Recovery{}, fmt.Errorf("join %s: %w", s.cfg.Name, err)
 		}
 		s.mu.op = op
 		m, ok, err := s.loadMeta()
 		if err != nil {
 			op.Close()
 			s.mu.op = nil
-			return pipeline.Recovery{}, err
+			return sink.Recovery{}, err
 		}
 		s.op.Store(op)
 		if !ok {
@@ -267,13 +267,13 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		seq, err := strconv.ParseUint(seqText, 10, 64)
 		switch {
 		case err != nil:
-			return pipeline.Recovery{}, fmt.Errorf("join %s: the checkpoint's offset %q is not STATE-ID:SEQ: was it saved by another kind of sink named %s?", s.cfg.Name, offset, s.name)
+			return sink.Recovery{}, fmt.Errorf("join %s: the checkpoint's offset %q is not STATE-ID:SEQ: was it saved by another kind of sink named %s?", s.cfg.Name, offset, s.name)
 		case s.mu.fresh:
-			return pipeline.Recovery{}, fmt.Errorf("join %s: the state directory %s is empty, but the checkpoint says the join had consumed up to seq %d: restore the directory, or remove the entry %q from the checkpoint's sinks to start the join with empty state", s.cfg.Name, s.cfg.StateDir, seq, s.name)
+			return sink.Recovery{}, fmt.Errorf("join %s: the state directory %s is empty, but the checkpoint says the join had consumed up to seq %d: restore the directory, or remove the entry %q from the checkpoint's sinks to start the join with empty state", s.cfg.Name, s.cfg.StateDir, seq, s.name)
 		case id != m.StateID:
-			return pipeline.Recovery{}, fmt.Errorf("join %s: the state in %s (id %s) is not the one the checkpoint was saved with (id %s): restore the directory, or remove the entry %q from the checkpoint's sinks to continue with this state", s.cfg.Name, s.cfg.StateDir, m.StateID, id, s.name)
+			return sink.Recovery{}, fmt.Errorf("join %s: the state in %s (id %s) is not the one the checkpoint was saved with (id %s): restore the directory, or remove the entry %q from the checkpoint's sinks to continue with this state", s.cfg.Name, s.cfg.StateDir, m.StateID, id, s.name)
 		case seq > m.Consumed:
-			return pipeline.Recovery{}, fmt.Errorf("join %s: the state in %s has consumed up to seq %d, behind the checkpoint's %d (restored from an older copy?): restore the newer state, or remove the entry %q from the checkpoint's sinks to continue from this one", s.cfg.Name, s.cfg.StateDir, m.Consumed, seq, s.name)
+			return sink.Recovery{}, fmt.Errorf("join %s: the state in %s has consumed up to seq %d, behind the checkpoint's %d (restored from an older copy?): restore the newer state, or remove the entry %q from the checkpoint's sinks to continue from this one", s.cfg.Name, s.cfg.StateDir, m.Consumed, seq, s.name)
 		}
 	}
 	s.mu.epoch = epoch
@@ -282,14 +282,14 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 			continue
 		}
 		if err := s.recoverOutlet(ctx, i); err != nil {
-			return pipeline.Recovery{}, err
+			return sink.Recovery{}, err
 		}
 	}
 	if err := s.deliverAll(ctx); err != nil {
-		return pipeline.Recovery{}, err
+		return sink.Recovery{}, err
 	}
 	if err := s.commit(false); err != nil {
-		return pipeline.Recovery{}, err
+		return sink.Recovery{}, err
 	}
 	s.mu.recovered = true
 	if !s.started && s.opts.Tick > 0 {
@@ -297,7 +297,7 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		s.tickWG.Add(1)
 		go s.tickLoop()
 	}
-	rec := pipeline.Recovery{MaxSeq: m.Consumed, Offset: s.offset(), Uncounted: m.Consumed > 0 && !m.Counted}
+	rec := sink.Recovery{MaxSeq: m.Consumed, Offset: s.offset(), Uncounted: m.Consumed > 0 && !m.Counted}
 	for src, n := range m.Opens {
 		if n > 0 {
 			if rec.Partial == nil {
@@ -307,9 +307,9 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		}
 	}
 	if len(m.Ends) > 0 {
-		rec.Ends = make(map[string]pipeline.End, len(m.Ends))
+		rec.Ends = make(map[string]sink.End, len(m.Ends))
 		for k, v := range m.Ends {
-			rec.Ends[k] = pipeline.End{Pos: v.Pos, Seq: v.Seq}
+			rec.Ends[k] = sink.End{Pos: v.Pos, Seq: v.Seq}
 		}
 	}
 	s.log.Info("join recovered", "consumed", m.Consumed, "outputs", m.Next[outJoined]-1, "delivered", s.mu.deliv[outJoined].seq,
@@ -400,7 +400,7 @@ func (s *Sink) recoverOutlet(ctx context.Context, i int) error {
 // Write applies the messages of b the join has not consumed, advances the
 // watermark, commits, and delivers the records produced. It returns the
 // join's offset ("state-id:consumed").
-func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+func (s *Sink) Write(ctx context.Context, b *sink.Batch) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -409,7 +409,7 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 	case !s.mu.recovered:
 		return "", fmt.Errorf("join %s: Write without a successful Recover since the last failure; call Recover first", s.cfg.Name)
 	case b.Epoch < s.mu.epoch:
-		return "", fmt.Errorf("join %s: batch of epoch %d, below the epoch %d the join recovered under: %w", s.cfg.Name, b.Epoch, s.mu.epoch, pipeline.ErrFenced)
+		return "", fmt.Errorf("join %s: batch of epoch %d, below the epoch %d the join recovered under: %w", s.cfg.Name, b.Epoch, s.mu.epoch, sink.ErrFenced)
 	}
 	s.mu.epoch = b.Epoch
 	applied := false
@@ -530,7 +530,7 @@ func (s *Sink) advance() error {
 }
 
 // consume applies one input message.
-func (s *Sink) consume(m *pipeline.Message) error {
+func (s *Sink) consume(m *sink.Message) error {
 	meta := &s.mu.meta
 	if ch := m.Change; ch != nil && ch.Table != nil && ch.Op != binlog.OpDDL {
 		sides := s.sidesOf(ch.Table)
@@ -590,13 +590,13 @@ func (s *Sink) tableInfo(side Side, t *binlog.Table) (*tableInfo, error) {
 	for _, c := range sp.key {
 		i := t.ColumnIndex(c)
 		if i < 0 {
-			return nil, fmt.Errorf("table %s has no column %q (%s.key of join %s); fix the join's key columns: %w", t.QualifiedName(), c, side, s.cfg.Name, pipeline.ErrPermanent)
+			return nil, fmt.Errorf("table %s has no column %q (%s.key of join %s); fix the join's key columns: %w", t.QualifiedName(), c, side, s.cfg.Name, sink.ErrPermanent)
 		}
 		ti.key = append(ti.key, i)
 	}
 	if sp.timeCol != "" {
 		if ti.timeCol = t.ColumnIndex(sp.timeCol); ti.timeCol < 0 {
-			return nil, fmt.Errorf("table %s has no column %q (%s.time of join %s); name a time column of the table, or use time: commit: %w", t.QualifiedName(), sp.timeCol, side, s.cfg.Name, pipeline.ErrPermanent)
+			return nil, fmt.Errorf("table %s has no column %q (%s.time of join %s); name a time column of the table, or use time: commit: %w", t.QualifiedName(), sp.timeCol, side, s.cfg.Name, sink.ErrPermanent)
 		}
 	}
 	if len(s.mu.tables) > 4096 {
@@ -607,7 +607,7 @@ func (s *Sink) tableInfo(side Side, t *binlog.Table) (*tableInfo, error) {
 }
 
 // apply joins one change on one side.
-func (s *Sink) apply(side Side, m *pipeline.Message, ch *binlog.Change) error {
+func (s *Sink) apply(side Side, m *sink.Message, ch *binlog.Change) error {
 	ev := s.cfg.Events
 	var row, fallback binlog.Row
 	switch ch.Op {
@@ -659,7 +659,7 @@ func (s *Sink) apply(side Side, m *pipeline.Message, ch *binlog.Change) error {
 			v = valueAt(fallback, ti.timeCol)
 		}
 		if t, ok, err = eventTimeOf(&ch.Table.Columns[ti.timeCol], v); err != nil {
-			return fmt.Errorf("%s side of join %s: %w", side, s.cfg.Name, errors.Join(err, pipeline.ErrPermanent))
+			return fmt.Errorf("%s side of join %s: %w", side, s.cfg.Name, errors.Join(err, sink.ErrPermanent))
 		}
 	}
 	key, keyJSON := s.key(ti, ch.Table, row, fallback)
@@ -814,7 +814,7 @@ func (s *Sink) deliver(ctx context.Context, i int) error {
 		buf := s.mu.deliverIn[:0]
 		type span struct{ k0, k1, v0, v1 int }
 		var spans []span
-		var msgs []pipeline.Message
+		var msgs []sink.Message
 		for ; ok && len(buf) < deliverChunk; ok = it.Next() {
 			k := it.Key()
 			seq := uint64(0)
@@ -839,7 +839,7 @@ func (s *Sink) deliver(ctx context.Context, i int) error {
 			buf = appendSluiceBlock(append(buf, r.Body...), seq, s.mu.epoch, source)
 			sp.v1 = len(buf)
 			spans = append(spans, sp)
-			m := pipeline.Message{Seq: seq, Source: s.cfg.Name, DB: r.DB, Table: r.Table, Op: binlog.OpInsert}
+			m := sink.Message{Seq: seq, Source: s.cfg.Name, DB: r.DB, Table: r.Table, Op: binlog.OpInsert}
 			if r.EventTime != 0 && r.EventTime != math.MinInt64 {
 				m.EventTime = time.UnixMicro(r.EventTime).UTC()
 			}
@@ -854,11 +854,11 @@ func (s *Sink) deliver(ctx context.Context, i int) error {
 			msgs[j].Key = buf[sp.k0:sp.k1:sp.k1]
 			msgs[j].Value = buf[sp.v0:sp.v1:sp.v1]
 		}
-		batch := &pipeline.Batch{Epoch: s.mu.epoch, Messages: msgs}
+		batch := &sink.Batch{Epoch: s.mu.epoch, Messages: msgs}
 		off, err := out.Write(ctx, batch)
 		if err != nil {
 			s.mu.broken[i] = true
-			if errors.Is(err, pipeline.ErrFenced) {
+			if errors.Is(err, sink.ErrFenced) {
 				return fmt.Errorf("join %s: sink %s: %w", s.cfg.Name, out.Name(), err)
 			}
 			return fmt.Errorf("join %s: delivering to sink %s: %w", s.cfg.Name, out.Name(), err)
@@ -916,7 +916,7 @@ func (s *Sink) tick(ctx context.Context) {
 		return
 	}
 	if err := s.deliverAll(ctx); err != nil {
-		if errors.Is(err, pipeline.ErrFenced) {
+		if errors.Is(err, sink.ErrFenced) {
 			s.mu.fatal = err
 		}
 		s.log.Warn("join: delivering records failed; retried at the next write or tick", "err", err)

@@ -1,479 +1,112 @@
 package pipeline
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"slices"
-	"strconv"
-	"time"
-
-	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
-// Message is one change as a sink receives it, in the sink's format (see
-// Formatted).
-//
-// In format sluice (codec.FormatSluice, the default) Value is the change as
-// one line of JSON (docs/FORMAT.md) without the final newline; it ends with
-// the "sluice" block that carries Seq, Epoch and, on the last message of a
-// source transaction, End. In format debezium Value is exactly what
-// Debezium writes (no "sluice" block): a sink that needs the block in its
-// payload writes it itself (AppendMetaMember). Sinks that have headers
-// (Kafka, NATS) or fields (Redis streams) carry Seq, Epoch and End there so
-// that recovery need not parse the value.
-type Message struct {
-	// Seq is the pipeline-wide sequence number: it grows by one for each
-	// message and keeps growing across restarts and failovers.
-	Seq uint64
-	// Source names the source the change came from.
-	Source string
-	// DB and Table name the changed table (DB alone for some DDL).
-	DB, Table string
-	Op        binlog.Op
-	// Role is what the message is to a sink that routes by it (the Kafka
-	// sink maps roles to topics).
-	Role Role
-	// Key is the message key in the sink's format (codec.Encoder.AppendKey):
-	// in format sluice the row's primary key as a JSON object ({"id":1}),
-	// null for DDL; in format debezium Debezium's key struct.
-	Key []byte
-	// Value is the encoded change (no trailing newline).
-	Value []byte
-	// End is set on the last message of a source transaction (or of a
-	// snapshot chunk): the source position just after it, from which the
-	// pipeline resumes when this message is the last one a sink holds.
-	End *position.Position
-	// Snapshot marks a row read by a snapshot.
-	Snapshot bool
-	// EventTime is the source transaction's commit time, corrected for the
-	// difference between the source's clock and sluice's (see
-	// docs/SOURCES.md); zero for snapshot rows.
-	EventTime time.Time
+// The sink contract lives in package sink, a leaf that sinks import
+// without linking the pipeline. The names below are the same types and
+// values under the pipeline's names, for the pipeline's own code and for
+// callers written against them: pipeline.Sink is sink.Sink.
 
-	// KeyChange is set, in format debezium, on an update that changed the
-	// row's primary key (Key is then the new key): Debezium writes such an
-	// update as a delete of the old key, its tombstone and a create of the
-	// new key, which a sink with keys (Kafka) writes in its place. Other
-	// sinks write Value, the update.
-	KeyChange *KeyChange
-	// Truncate is set, in format debezium with TRUNCATE events
-	// (skipped.operations: none), on a TRUNCATE TABLE: Value is then
-	// Debezium's op "t" event, for the table's topic, with no key, and
-	// Role is RoleData. Op stays binlog.OpDDL.
-	Truncate bool
-	// Txn is set, in format debezium with provide.transaction.metadata,
-	// on the first and the last message of a source transaction that has
-	// data events: what a sink with a transaction topic (Kafka) writes as
-	// the transaction's BEGIN record before the message and its END record
-	// after it.
-	Txn *TxnMark
+// Message is one change as a sink receives it (sink.Message).
+type Message = sink.Message
 
-	// held marks the sinks that already hold the message (bit i: sink i),
-	// after a recovery with several sources.
-	held uint64
-	// Change is the decoded change, for sinks that keep rows (Redis
-	// materialize). It is valid until the Write call for the batch returns.
-	Change *binlog.Change
-}
+// Role is the part a message plays in a sink's output (sink.Role).
+type Role = sink.Role
 
-// Role is the part a message plays in a sink's output.
-type Role uint8
-
+// The roles of a message (sink.RoleData, sink.RoleSchemaChange).
 const (
-	// RoleData is a change of a table's rows: its table's topic.
-	RoleData Role = iota
-	// RoleSchemaChange is a DDL statement (binlog.OpDDL): in format
-	// debezium it belongs in the schema-change topic, not a table's.
-	RoleSchemaChange
+	RoleData         = sink.RoleData
+	RoleSchemaChange = sink.RoleSchemaChange
 )
 
-// KeyChange is an update that changed the primary key, as Debezium writes
-// it: Delete, the delete event of the row under OldKey, and Create, the
-// create event of the row under the new key (Message.Key); both in the
-// message's format, without a trailing newline.
-type KeyChange struct {
-	OldKey, Delete, Create []byte
-}
+// KeyChange is an update that changed the primary key (sink.KeyChange).
+type KeyChange = sink.KeyChange
 
-// TxnMark is a source transaction's boundary, as Debezium's transaction
-// metadata has it (codec.AppendTxnBegin, codec.AppendTxnEnd).
-type TxnMark struct {
-	// ID is the transaction's id (codec.TxnID); Time its commit time.
-	ID   string
-	Time time.Time
-	// Begin: the transaction's BEGIN record goes before the message.
-	Begin bool
-	// End: its END record goes after the message, with Events (the
-	// transaction's data events) and Tables (its events per table, in
-	// the order the tables first appear).
-	End    bool
-	Events int64
-	Tables []codec.TxnCount
-}
+// TxnMark is a source transaction's boundary (sink.TxnMark).
+type TxnMark = sink.TxnMark
 
-// Batch is the unit a sink writes: messages of one or more source
-// transactions, in order. A batch may end in the middle of a large
-// transaction (which arrives in chunks); Seqs are consecutive.
-type Batch struct {
-	// Epoch is the fencing token of the pipeline's current leadership: a
-	// sink refuses to write for a lower epoch than one it has seen.
-	Epoch    uint64
-	Messages []Message
-}
+// Batch is the unit a sink writes (sink.Batch).
+type Batch = sink.Batch
 
-// Formatted is implemented by a sink that receives its messages in a
-// format other than sluice's: Format returns it (valid by
-// codec.Format.Validate). A sink without it receives format sluice. The
-// pipeline encodes each change once per distinct format its sinks use, so
-// sinks that share a format share the encoding.
-type Formatted interface {
-	Format() codec.Format
-}
+// Formatted is implemented by a sink that receives a format other than
+// sluice's (sink.Formatted).
+type Formatted = sink.Formatted
 
-// SinkFormat returns the format sink s receives: its Format, or
-// codec.FormatSluice.
-func SinkFormat(s Sink) codec.Format {
-	if f, ok := s.(Formatted); ok {
-		if ff := f.Format(); ff.Name != "" {
-			return ff
-		}
-	}
-	return codec.Format{Name: codec.FormatSluice}
-}
+// SinkFormat returns the format sink s receives (sink.FormatOf).
+func SinkFormat(s Sink) codec.Format { return sink.FormatOf(s) }
 
-// FirstSeq and LastSeq return the batch's sequence range (0 when empty).
-func (b *Batch) FirstSeq() uint64 {
-	if len(b.Messages) == 0 {
-		return 0
-	}
-	return b.Messages[0].Seq
-}
+// The errors that stop the pipeline instead of a retry (sink.ErrFenced,
+// sink.ErrPermanent): the same values, so errors.Is matches either name.
+var (
+	ErrFenced    = sink.ErrFenced
+	ErrPermanent = sink.ErrPermanent
+)
 
-// LastSeq returns the sequence number of the batch's last message.
-func (b *Batch) LastSeq() uint64 {
-	if len(b.Messages) == 0 {
-		return 0
-	}
-	return b.Messages[len(b.Messages)-1].Seq
-}
+// Sink is a destination of the pipeline (sink.Sink).
+type Sink = sink.Sink
 
-// ErrFenced is returned by a sink that refused a write because a newer
-// epoch (another leader) has written to it. The pipeline stops at once.
-var ErrFenced = errors.New("fenced: a newer leader (higher epoch) has written to this sink")
-
-// ErrPermanent marks a sink error that retrying cannot fix (a join whose
-// key column is not in the table, say): the pipeline stops with it instead
-// of retrying. Wrap it: fmt.Errorf("...: %w", ErrPermanent) or with
-// errors.Join.
-var ErrPermanent = errors.New("permanent (retrying cannot fix it; fix the config and restart)")
-
-// Sink is a destination of the pipeline.
-//
-// The pipeline calls Recover once, before any Write, then Write for each
-// batch in order from one goroutine. Write returns only when the batch is
-// durable in the sink (or an error); the offset it returns is saved in the
-// checkpoint and handed back to Recover after a restart. A sink that
-// returns an error other than ErrFenced or ErrPermanent is retried with the same batch,
-// after Recover has been called again; it must therefore tolerate a batch
-// that was partly written before the error (recovery reports what it holds
-// and the pipeline skips what is already there).
-type Sink interface {
-	// Name is the sink's name in the config, checkpoints and metrics.
-	Name() string
-	// Recover prepares the sink for writing under epoch and reports what
-	// it durably holds after offset (the offset of the last checkpoint, ""
-	// when there is none).
-	Recover(ctx context.Context, epoch uint64, offset string) (Recovery, error)
-	// Write makes b durable and returns the sink's offset after it.
-	Write(ctx context.Context, b *Batch) (offset string, err error)
-	// Close releases the sink's connections.
-	Close() error
-}
-
-// Recovery is what a sink holds beyond a checkpoint's offset.
-type Recovery struct {
-	// MaxSeq is the highest sequence number found after the offset; 0
-	// when the sink holds nothing after it.
-	MaxSeq uint64
-	// Ends holds, per source, the last transaction end found after the
-	// offset (a message with End set) and that message's sequence number.
-	Ends map[string]End
-	// Partial holds, per source, how many of its messages the sink holds
-	// after that source's last transaction end (the one in Ends, else the
-	// checkpoint's position): the first messages of the source's next
-	// transaction, which a crash cut. Snapshot rows do not count. Sinks
-	// that scan their messages get it from Observe; others (Redis) count
-	// as they write and set it.
-	Partial map[string]int
-	// Uncounted is set by a sink that cannot count Partial (a Redis
-	// high-water hash written by an older sluice): recovery then relies on
-	// the transactions an older checkpoint recorded as open.
-	Uncounted bool
-	// Offset is the sink's offset at the end of what it holds.
-	Offset string
-
-	tails map[string]*tail
-}
+// Recovery is what a sink holds beyond a checkpoint's offset
+// (sink.Recovery).
+type Recovery = sink.Recovery
 
 // End is a source position with the sequence number of the message that
-// carried it.
-type End struct {
-	Pos position.Position
-	Seq uint64
-}
+// carried it (sink.End).
+type End = sink.End
 
-// Observe adds one message found by a sink's recovery scan: its sequence
-// number and source, its transaction end (nil unless it is the last message
-// of a source transaction), and whether it is a snapshot row (see
-// SnapshotRow). Messages may come in any order (a Kafka scan reads
-// partition after partition): what counts is their sequence numbers, which
-// only grow in a sink.
-func (r *Recovery) Observe(seq uint64, source string, end *position.Position, snapshot bool) {
-	if seq > r.MaxSeq {
-		r.MaxSeq = seq
-	}
-	if end == nil && snapshot {
-		return
-	}
-	if r.tails == nil {
-		r.tails = map[string]*tail{}
-	}
-	t := r.tails[source]
-	if t == nil {
-		t = &tail{}
-		r.tails[source] = t
-	}
-	if end != nil {
-		if r.Ends == nil {
-			r.Ends = map[string]End{}
-		}
-		if e, ok := r.Ends[source]; !ok || seq > e.Seq {
-			r.Ends[source] = End{Pos: *end, Seq: seq}
-		}
-		t.end(seq)
-	} else {
-		t.add(seq)
-	}
-	if r.Partial == nil {
-		r.Partial = map[string]int{}
-	}
-	if t.n == 0 {
-		delete(r.Partial, source)
-	} else {
-		r.Partial[source] = t.n
-	}
-}
+// Meta is the "sluice" block of a message (sink.Meta).
+type Meta = sink.Meta
 
-// tail is what a recovery scan found of one source after its last
-// transaction end: the sequence numbers of the messages without an end,
-// as sorted runs of consecutive numbers (a few runs: one per run of the
-// pipeline that wrote them, more while a Kafka scan is half-way).
-type tail struct {
-	endSeq uint64
-	runs   []seqRun
-	n      int
-}
-
-type seqRun struct{ lo, hi uint64 }
-
-func (t *tail) add(seq uint64) {
-	if seq <= t.endSeq {
-		return
-	}
-	k := len(t.runs)
-	if k == 0 || seq > t.runs[k-1].hi {
-		// In order: the common case.
-		if k > 0 && seq == t.runs[k-1].hi+1 {
-			t.runs[k-1].hi = seq
-		} else {
-			t.runs = append(t.runs, seqRun{seq, seq})
-		}
-		t.n++
-		return
-	}
-	i, _ := slices.BinarySearchFunc(t.runs, seq, func(r seqRun, s uint64) int {
-		switch {
-		case r.hi < s:
-			return -1
-		case r.lo > s:
-			return 1
-		}
-		return 0
-	})
-	if i < len(t.runs) && t.runs[i].lo <= seq {
-		return // seen already
-	}
-	t.n++
-	joinPrev := i > 0 && t.runs[i-1].hi+1 == seq
-	joinNext := i < len(t.runs) && t.runs[i].lo == seq+1
-	switch {
-	case joinPrev && joinNext:
-		t.runs[i-1].hi = t.runs[i].hi
-		t.runs = slices.Delete(t.runs, i, i+1)
-	case joinPrev:
-		t.runs[i-1].hi = seq
-	case joinNext:
-		t.runs[i].lo = seq
-	default:
-		t.runs = slices.Insert(t.runs, i, seqRun{seq, seq})
-	}
-}
-
-// end records a transaction end at seq: what came before it is whole.
-func (t *tail) end(seq uint64) {
-	if seq <= t.endSeq {
-		return
-	}
-	t.endSeq = seq
-	k := 0
-	for k < len(t.runs) && t.runs[k].hi <= seq {
-		t.n -= int(t.runs[k].hi - t.runs[k].lo + 1)
-		k++
-	}
-	t.runs = t.runs[k:]
-	if len(t.runs) > 0 && t.runs[0].lo <= seq {
-		t.n -= int(seq - t.runs[0].lo + 1)
-		t.runs[0].lo = seq + 1
-	}
-}
-
-// Meta is the "sluice" block of a message, as sinks store it in headers or
-// fields: what recovery needs to know about a message.
-type Meta struct {
-	Seq    uint64 `json:"seq"`
-	Epoch  uint64 `json:"epoch"`
-	Source string `json:"source,omitempty"`
-	// Snapshot is set in blocks that AppendMetaMember writes (format
-	// debezium) on snapshot messages, which SnapshotRow cannot tell from
-	// Debezium's bytes; blocks in format sluice leave it to SnapshotRow.
-	Snapshot bool               `json:"snapshot,omitempty"`
-	End      *position.Position `json:"end,omitempty"`
-}
-
-// AppendMetaMember appends value, a JSON object, with m's "sluice" block
-// added as its last member: {...,"sluice":{"seq":S,"epoch":E,"source":N,
-// "snapshot":true,"end":{...}}} ("snapshot" on snapshot messages, "end" on
-// transaction ends). It is how a sink whose payload must carry the block
-// (the file sink, read back by its recovery) writes a message in format
-// debezium, whose Value lacks it. ParseMeta reads it back.
-func AppendMetaMember(dst, value []byte, epoch uint64, m *Message) []byte {
-	if len(value) < 2 || value[len(value)-1] != '}' {
-		return append(dst, value...) // not an object; never from the encoder
-	}
-	dst = append(dst, value[:len(value)-1]...)
-	dst = append(dst, `,"sluice":{"seq":`...)
-	dst = strconv.AppendUint(dst, m.Seq, 10)
-	dst = append(dst, `,"epoch":`...)
-	dst = strconv.AppendUint(dst, epoch, 10)
-	if m.Source != "" {
-		dst = append(dst, `,"source":`...)
-		dst = appendJSONString(dst, m.Source)
-	}
-	if m.Snapshot {
-		dst = append(dst, `,"snapshot":true`...)
-	}
-	if m.End != nil {
-		dst = append(dst, `,"end":`...)
-		dst = AppendEnd(dst, m.End)
-	}
-	return append(dst, '}', '}')
-}
-
-func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s) // JSON's quoting, not Go's
-	return append(dst, b...)
-}
-
-// Header names used by sinks with headers (Kafka, NATS) and field names of
-// Redis stream entries.
+// Header names used by sinks with headers and field names of Redis stream
+// entries (sink.HeaderSeq, ...).
 const (
-	HeaderSeq    = "sluice-seq"
-	HeaderEpoch  = "sluice-epoch"
-	HeaderSource = "sluice-source"
-	HeaderEnd    = "sluice-end" // JSON of position.Position, on transaction ends
-	// HeaderSnapshot ("true") marks, in format debezium, a message of a
-	// snapshot (a row it read, or the TRUNCATE before a table read again
-	// whole), which recovery leaves out of its count of a cut transaction:
-	// Debezium's value has no sluice block to tell it (SnapshotRow).
-	HeaderSnapshot = "sluice-snapshot"
+	HeaderSeq      = sink.HeaderSeq
+	HeaderEpoch    = sink.HeaderEpoch
+	HeaderSource   = sink.HeaderSource
+	HeaderEnd      = sink.HeaderEnd
+	HeaderSnapshot = sink.HeaderSnapshot
 )
 
-// AppendEnd appends the JSON of an end position (for HeaderEnd).
-func AppendEnd(dst []byte, p *position.Position) []byte {
-	dst = append(dst, `{"file":`...)
-	dst = codec.AppendString(dst, p.File)
-	dst = append(dst, `,"pos":`...)
-	dst = strconv.AppendUint(dst, uint64(p.Offset), 10)
-	if p.GTIDs != "" {
-		dst = append(dst, `,"gtids":`...)
-		dst = codec.AppendString(dst, p.GTIDs)
-	}
-	if p.Flavor != "" {
-		dst = append(dst, `,"flavor":`...)
-		dst = codec.AppendString(dst, string(p.Flavor))
-	}
-	if p.Server != "" {
-		dst = append(dst, `,"server":`...)
-		dst = codec.AppendString(dst, p.Server)
-	}
-	return append(dst, '}')
+// AppendMetaMember appends value with m's "sluice" block as its last
+// member (sink.AppendMetaMember).
+func AppendMetaMember(dst, value []byte, epoch uint64, m *Message) []byte {
+	return sink.AppendMetaMember(dst, value, epoch, m)
 }
 
-// ParseEnd parses the value of HeaderEnd.
-func ParseEnd(b []byte) (*position.Position, error) {
-	var p position.Position
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("pipeline: bad %s value %q: %w", HeaderEnd, b, err)
-	}
-	return &p, nil
-}
+// AppendEnd appends the JSON of an end position (sink.AppendEnd).
+func AppendEnd(dst []byte, p *position.Position) []byte { return sink.AppendEnd(dst, p) }
 
-// SnapshotRow reports whether an encoded message (a Value, or a line of the
-// file sink without its newline) was written by a snapshot: a row read by
-// it ("op" is "r"), or the TRUNCATE TABLE event before a table read again
-// whole (a DDL event whose source.snapshot is "true"). Recovery scans use it
-// to leave such messages out of Partial. The encoder writes a row's "op"
-// and then "ts_ms" right before the sluice block, so for rows the test
-// looks only there (a row's values, before it, cannot fool it); a DDL
-// event starts with its source block, whose first fields (version,
-// connector, the quoted source name, ts_ms) come before "snapshot".
-func SnapshotRow(v []byte) bool {
-	i := bytes.LastIndex(v, metaMark)
-	if i < 0 {
-		return false
-	}
-	if rest, ok := bytes.CutPrefix(v, ddlMark); ok {
-		j := bytes.Index(rest, snapMark)
-		return j >= 0 && bytes.HasPrefix(rest[j+len(snapMark):], []byte(`"true"`))
-	}
-	head := bytes.TrimRight(v[:i], "0123456789")
-	head, ok := bytes.CutSuffix(head, []byte(`,"ts_ms":`))
-	return ok && bytes.HasSuffix(head, []byte(`,"op":"r"`))
-}
+// ParseEnd parses the value of HeaderEnd (sink.ParseEnd).
+func ParseEnd(b []byte) (*position.Position, error) { return sink.ParseEnd(b) }
 
-var (
-	ddlMark  = []byte(`{"source":{`)
-	snapMark = []byte(`,"snapshot":`)
+// SnapshotRow reports whether an encoded message was written by a
+// snapshot (sink.SnapshotRow).
+func SnapshotRow(v []byte) bool { return sink.SnapshotRow(v) }
+
+// ParseMeta reads the "sluice" block of an encoded message
+// (sink.ParseMeta).
+func ParseMeta(line []byte) (Meta, error) { return sink.ParseMeta(line) }
+
+// Field is what a part of a Template stands for (sink.Field).
+type Field = sink.Field
+
+// The fields of a template (sink.FieldLiteral, ...).
+const (
+	FieldLiteral = sink.FieldLiteral
+	FieldDB      = sink.FieldDB
+	FieldTable   = sink.FieldTable
+	FieldSource  = sink.FieldSource
 )
 
-var metaMark = []byte(`,"sluice":{`)
+// Part is one piece of a Template (sink.Part).
+type Part = sink.Part
 
-// ParseMeta reads the "sluice" block of an encoded message (a line of the
-// file sink, or a Value). It is used by recovery scans and by consumers.
-func ParseMeta(line []byte) (Meta, error) {
-	var v struct {
-		Sluice *Meta `json:"sluice"`
-	}
-	if err := json.Unmarshal(line, &v); err != nil {
-		return Meta{}, fmt.Errorf("pipeline: message is not JSON: %w", err)
-	}
-	if v.Sluice == nil {
-		return Meta{}, errors.New(`pipeline: message has no "sluice" block (not written by sluice run?)`)
-	}
-	return *v.Sluice, nil
-}
+// Template is a sink's name template (sink.Template).
+type Template = sink.Template
+
+// ParseTemplate splits s into literal text and placeholders
+// (sink.ParseTemplate).
+func ParseTemplate(s string) (Template, error) { return sink.ParseTemplate(s) }

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
@@ -217,7 +218,7 @@ func (p *Pipeline) recoverPlan(ctx context.Context, cp *checkpoint.Checkpoint, e
 // recoverSink asks a sink what it holds, retrying with backoff while it is
 // unavailable (a sink that is down at start is waited for, not fatal).
 func (p *Pipeline) recoverSink(ctx context.Context, s Sink, epoch uint64, offset string) (Recovery, error) {
-	delay := p.cfg.RetryMin
+	bo := backoff.New(p.cfg.RetryMin, p.cfg.RetryMax)
 	for attempt := 1; ; attempt++ {
 		rec, err := s.Recover(ctx, epoch, offset)
 		if err == nil {
@@ -233,14 +234,12 @@ func (p *Pipeline) recoverSink(ctx context.Context, s Sink, epoch uint64, offset
 		if ctx.Err() != nil {
 			return rec, ctx.Err()
 		}
+		delay := bo.Next()
 		p.log.Warn("sink unavailable at start; retrying", "sink", s.Name(), "attempt", attempt, "retry_in", delay.String(), "err", err.Error())
 		p.sinkDown(s.Name(), err)
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return rec, ctx.Err()
+		if err := backoff.Sleep(ctx, delay); err != nil {
+			return rec, err
 		}
-		delay = min(2*delay, p.cfg.RetryMax)
 	}
 }
 
@@ -752,8 +751,7 @@ func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64, holds [][]hold) *
 		bs.metaTail = append(bs.metaTail, `,"epoch":`...)
 		bs.metaTail = strconv.AppendUint(bs.metaTail, epoch, 10)
 		bs.metaTail = append(bs.metaTail, `,"source":`...)
-		name, _ := json.Marshal(bs.name) // JSON's quoting, not Go's
-		bs.metaTail = append(bs.metaTail, name...)
+		bs.metaTail = codec.AppendString(bs.metaTail, bs.name)
 		b.srcs = append(b.srcs, bs)
 	}
 	return b
@@ -911,8 +909,8 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			m.End = &end
 		}
 		if b.holds != nil && !t.Snapshot {
-			m.held = txnMask | b.heldOpen(bt, si, t)
-			bt.held = bt.held || m.held != 0
+			m.Held = txnMask | b.heldOpen(bt, si, t)
+			bt.held = bt.held || m.Held != 0
 		}
 		m.KeyChange = kcs[0]
 		if mark != nil || trunc {
@@ -1408,12 +1406,12 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 		all := msgs
 		msgs = make([]Message, 0, len(all))
 		for _, m := range all {
-			if m.held&(1<<i) == 0 {
+			if m.Held&(1<<i) == 0 {
 				msgs = append(msgs, m)
 			}
 		}
 	}
-	delay := w.p.cfg.RetryMin
+	bo := backoff.New(w.p.cfg.RetryMin, w.p.cfg.RetryMax)
 	for attempt := 0; ; attempt++ {
 		j := 0
 		for j < len(msgs) && msgs[j].Seq <= w.skip[i] {
@@ -1442,14 +1440,12 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		delay := bo.Next()
 		w.p.log.Warn("sink write failed; retrying", "sink", s.Name(), "attempt", attempt+1, "retry_in", delay.String(), "err", err.Error())
 		w.p.sinkDown(s.Name(), err)
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := backoff.Sleep(ctx, delay); err != nil {
+			return err
 		}
-		delay = min(2*delay, w.p.cfg.RetryMax)
 		rec, rerr := s.Recover(ctx, w.epoch, w.offs[i])
 		if rerr != nil {
 			if errors.Is(rerr, ErrFenced) || errors.Is(rerr, ErrPermanent) {

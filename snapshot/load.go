@@ -15,6 +15,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -880,10 +881,8 @@ func waitNoLongQuery(ctx context.Context, c *client.Conn, d time.Duration) (stri
 		if err != nil || long == "" || time.Now().After(deadline) {
 			return long, err
 		}
-		select {
-		case <-time.After(100 * time.Millisecond):
-		case <-ctx.Done():
-			return "", ctx.Err()
+		if err := backoff.Sleep(ctx, 100*time.Millisecond); err != nil {
+			return "", err
 		}
 	}
 }

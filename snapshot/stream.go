@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -448,10 +449,8 @@ func (s *Stream) open(ctx context.Context) error {
 			if attempt == 500 {
 				return fmt.Errorf("snapshot: the stream of %s keeps running ahead of every chunk read; try again later", rg.info.Table.QualifiedName())
 			}
-			select {
-			case <-time.After(10 * time.Millisecond):
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := backoff.Sleep(ctx, 10*time.Millisecond); err != nil {
+				return err
 			}
 			continue
 		}
@@ -592,10 +591,8 @@ func (s *Stream) visibleSet(ctx context.Context, c *client.Conn) (position.GTIDS
 		if time.Now().After(deadline) {
 			return l, fmt.Errorf("snapshot: the server's gtid_executed (%s) still lacks transactions the stream has received (%s) after 30s: did it lose them (a failover to a replica behind)?", l, delivered)
 		}
-		select {
-		case <-time.After(time.Millisecond):
-		case <-ctx.Done():
-			return l, ctx.Err()
+		if err := backoff.Sleep(ctx, time.Millisecond); err != nil {
+			return l, err
 		}
 	}
 }
@@ -963,10 +960,8 @@ func (s *Stream) openWhole(ctx context.Context, c *client.Conn, rg *Range) error
 			if attempt == 500 {
 				return fmt.Errorf("snapshot: the stream of %s keeps running ahead of every point taken to read it whole; try again later", t.QualifiedName())
 			}
-			select {
-			case <-time.After(10 * time.Millisecond):
-			case <-ctx.Done():
-				return ctx.Err()
+			if err := backoff.Sleep(ctx, 10*time.Millisecond); err != nil {
+				return err
 			}
 			continue
 		}

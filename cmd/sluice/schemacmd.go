@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/coord"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -53,7 +54,7 @@ func schemaCmd() *cobra.Command {
 				found = true
 				var store binlog.HistoryStore = &checkpoint.FileSchemaStore{Path: checkpoint.SchemaPath(cfg.Checkpoint.Path, src.Name)}
 				if co != nil {
-					store = &checkpoint.EtcdSchemaStore{Client: co.Client(), Prefix: co.CheckpointKey() + "/schema/" + src.Name + "/"}
+					store = &coord.EtcdSchemaStore{Client: co.Client(), Prefix: co.CheckpointKey() + "/schema/" + src.Name + "/"}
 				}
 				h := binlog.NewHistory("", nil, store, nil)
 				if err := h.Load(ctx); err != nil {

@@ -13,6 +13,8 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/sluice-cdc/sluice/internal/backoff"
 )
 
 // Lock takes an exclusive lock on path, creating the file, waiting for
@@ -67,7 +69,7 @@ func (l *File) Path() string { return l.path }
 // the caller waits for).
 func (l *File) Lock(ctx context.Context, waiting func(time.Duration)) error {
 	start := time.Now()
-	sleep := time.Millisecond
+	bo := backoff.New(time.Millisecond, 20*time.Millisecond)
 	next := time.Second
 	for {
 		err := syscall.Flock(int(l.f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
@@ -83,12 +85,9 @@ func (l *File) Lock(ctx context.Context, waiting func(time.Duration)) error {
 			waiting(waited)
 			next = waited + time.Second
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for the lock on %s: %w", l.path, ctx.Err())
-		case <-time.After(sleep):
+		if err := backoff.Sleep(ctx, bo.Next()); err != nil {
+			return fmt.Errorf("waiting for the lock on %s: %w", l.path, err)
 		}
-		sleep = min(2*sleep, 20*time.Millisecond)
 	}
 }
 

@@ -5,11 +5,11 @@
 // stale epoch, and an outage in the middle of a write. Each sink's tests
 // run it against a real server (or the real file system) through a Target.
 //
-// The contract checked is the one the pipeline relies on (pipeline.Sink):
+// The contract checked is the one the pipeline relies on (sink.Sink):
 // after a restart, Recover from the offset of the last checkpoint reports
 // exactly what the sink holds past it: the highest sequence number, per
 // source the last transaction end, and per source how many messages it
-// holds after that end (pipeline.Recovery.Partial, the first part of a
+// holds after that end (sink.Recovery.Partial, the first part of a
 // transaction a crash cut; snapshot rows do not count). Writing the rest
 // as the pipeline does (skipping what the recovery reported) leaves every
 // message in the sink once.
@@ -27,8 +27,8 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // Target is a sink under test.
@@ -36,7 +36,7 @@ type Target struct {
 	// Open returns a sink on the storage named ns (a stream, key prefix,
 	// topic prefix or directory): a new name gives an empty sink, the same
 	// name again a restarted process's sink on what the first one wrote.
-	Open func(t *testing.T, ns string) pipeline.Sink
+	Open func(t *testing.T, ns string) sink.Sink
 	// Held, when set, returns the sequence numbers the sink holds in ns,
 	// in its order (sorted, for a sink without one order: Redis streams),
 	// the suite then checks that every message is there once. (A Redis
@@ -56,14 +56,14 @@ type Target struct {
 	// pipeline takes either).
 	Absolute bool
 	// Format is the format of the messages the sink receives
-	// (pipeline.Formatted; zero: sluice). In format debezium a Value is
+	// (sink.Formatted; zero: sluice). In format debezium a Value is
 	// Debezium's bytes, without the sluice block.
 	Format codec.Format
 }
 
 // expect is what tg's recovery reports holding held past the offset after
 // before.
-func (tg Target) expect(before, held []pipeline.Message) pipeline.Recovery {
+func (tg Target) expect(before, held []sink.Message) sink.Recovery {
 	if tg.Absolute {
 		return Expect(slices.Concat(before, held))
 	}
@@ -120,14 +120,14 @@ func ctxFor(t *testing.T) context.Context {
 
 // start recovers an empty sink at epoch and writes b0; it returns the
 // offset after it (the checkpoint's).
-func start(t *testing.T, s pipeline.Sink, epoch uint64, b0 []pipeline.Message) string {
+func start(t *testing.T, s sink.Sink, epoch uint64, b0 []sink.Message) string {
 	t.Helper()
 	rec := recoverAt(t, s, epoch, "")
-	Check(t, "an empty sink", rec, pipeline.Recovery{})
+	Check(t, "an empty sink", rec, sink.Recovery{})
 	return write(t, s, epoch, b0)
 }
 
-func recoverAt(t *testing.T, s pipeline.Sink, epoch uint64, off string) pipeline.Recovery {
+func recoverAt(t *testing.T, s sink.Sink, epoch uint64, off string) sink.Recovery {
 	t.Helper()
 	rec, err := s.Recover(ctxFor(t), epoch, off)
 	if err != nil {
@@ -138,7 +138,7 @@ func recoverAt(t *testing.T, s pipeline.Sink, epoch uint64, off string) pipeline
 
 // recoverRetrying recovers as the pipeline does after an outage: again and
 // again until the sink answers.
-func recoverRetrying(t *testing.T, s pipeline.Sink, epoch uint64, off string) pipeline.Recovery {
+func recoverRetrying(t *testing.T, s sink.Sink, epoch uint64, off string) sink.Recovery {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -148,19 +148,19 @@ func recoverRetrying(t *testing.T, s pipeline.Sink, epoch uint64, off string) pi
 		if err == nil {
 			return rec
 		}
-		if errors.Is(err, pipeline.ErrFenced) || time.Now().After(deadline) {
+		if errors.Is(err, sink.ErrFenced) || time.Now().After(deadline) {
 			t.Fatalf("Recover(epoch %d, %q) after the outage: %v", epoch, off, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func write(t *testing.T, s pipeline.Sink, epoch uint64, ms []pipeline.Message) string {
+func write(t *testing.T, s sink.Sink, epoch uint64, ms []sink.Message) string {
 	t.Helper()
 	if len(ms) == 0 {
 		return ""
 	}
-	off, err := s.Write(ctxFor(t), &pipeline.Batch{Epoch: epoch, Messages: Stamp(ms, epoch)})
+	off, err := s.Write(ctxFor(t), &sink.Batch{Epoch: epoch, Messages: Stamp(ms, epoch)})
 	if err != nil {
 		t.Fatalf("Write(seq %d-%d): %v", ms[0].Seq, ms[len(ms)-1].Seq, err)
 	}
@@ -169,7 +169,7 @@ func write(t *testing.T, s pipeline.Sink, epoch uint64, ms []pipeline.Message) s
 
 // resume writes what the sink lacks of b1 and b2 after rec, as the
 // pipeline does, and checks the sink then holds everything once.
-func resume(t *testing.T, tg Target, s pipeline.Sink, ns string, epoch uint64, off string, rec pipeline.Recovery, b0, b1, b2 []pipeline.Message) {
+func resume(t *testing.T, tg Target, s sink.Sink, ns string, epoch uint64, off string, rec sink.Recovery, b0, b1, b2 []sink.Message) {
 	t.Helper()
 	rest := slices.Concat(b1, b2)
 	i := 0
@@ -195,15 +195,15 @@ func empty(t *testing.T, tg Target, nsrc int) {
 	ns := fmt.Sprintf("e%d-%d", nsrc, time.Now().UnixNano()%1e6)
 	s := tg.Open(t, ns)
 	defer s.Close()
-	Check(t, "an empty sink", recoverAt(t, s, 1, ""), pipeline.Recovery{})
+	Check(t, "an empty sink", recoverAt(t, s, 1, ""), sink.Recovery{})
 	// Recovering again (a retry) changes nothing.
-	Check(t, "an empty sink recovered twice", recoverAt(t, s, 1, ""), pipeline.Recovery{})
+	Check(t, "an empty sink recovered twice", recoverAt(t, s, 1, ""), sink.Recovery{})
 }
 
 // fenced: once a newer leader has recovered and written, a writer with the
 // older epoch cannot write, and cannot recover with its old epoch; what
 // the new leader wrote is intact.
-func fenced(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Message) {
+func fenced(t *testing.T, tg Target, nsrc int, b0, b1 []sink.Message) {
 	ns := fmt.Sprintf("f%d-%d", nsrc, time.Now().UnixNano()%1e6)
 	old := tg.Open(t, ns)
 	defer old.Close()
@@ -213,14 +213,14 @@ func fenced(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Message) {
 	Check(t, "the new leader's recovery", recoverAt(t, leader, 2, off), tg.expect(b0, nil))
 	n := len(b1) / 2
 	write(t, leader, 2, b1[:n])
-	_, err := old.Write(ctxFor(t), &pipeline.Batch{Epoch: 1, Messages: Stamp(b1[n:], 1)})
-	if !errors.Is(err, pipeline.ErrFenced) {
-		t.Fatalf("a write of epoch 1 after epoch 2 wrote: %v, want pipeline.ErrFenced", err)
+	_, err := old.Write(ctxFor(t), &sink.Batch{Epoch: 1, Messages: Stamp(b1[n:], 1)})
+	if !errors.Is(err, sink.ErrFenced) {
+		t.Fatalf("a write of epoch 1 after epoch 2 wrote: %v, want sink.ErrFenced", err)
 	}
 	stale := tg.Open(t, ns)
 	defer stale.Close()
-	if _, err := stale.Recover(ctxFor(t), 1, off); !errors.Is(err, pipeline.ErrFenced) {
-		t.Fatalf("Recover with epoch 1 after epoch 2 wrote: %v, want pipeline.ErrFenced", err)
+	if _, err := stale.Recover(ctxFor(t), 1, off); !errors.Is(err, sink.ErrFenced) {
+		t.Fatalf("Recover with epoch 1 after epoch 2 wrote: %v, want sink.ErrFenced", err)
 	}
 	// The new leader writes on; the stale write left nothing.
 	write(t, leader, 2, b1[n:])
@@ -228,11 +228,11 @@ func fenced(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Message) {
 }
 
 // fencedAtRecovery: once a newer leader has recovered, before it writes
-// anything, a write of the older epoch is refused (pipeline.ErrFenced) and
+// anything, a write of the older epoch is refused (sink.ErrFenced) and
 // leaves nothing (a leader paused past its lease, woken up between its
 // successor's recovery and first write); the new leader's first write then
 // lands right after what it recovered.
-func fencedAtRecovery(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Message) {
+func fencedAtRecovery(t *testing.T, tg Target, nsrc int, b0, b1 []sink.Message) {
 	ns := fmt.Sprintf("r%d-%d", nsrc, time.Now().UnixNano()%1e6)
 	old := tg.Open(t, ns)
 	defer old.Close()
@@ -240,9 +240,9 @@ func fencedAtRecovery(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Messa
 	leader := tg.Open(t, ns)
 	defer leader.Close()
 	Check(t, "the new leader's recovery", recoverAt(t, leader, 2, off), tg.expect(b0, nil))
-	_, err := old.Write(ctxFor(t), &pipeline.Batch{Epoch: 1, Messages: Stamp(b1, 1)})
-	if !errors.Is(err, pipeline.ErrFenced) {
-		t.Fatalf("a write of epoch 1 after epoch 2 recovered: %v, want pipeline.ErrFenced", err)
+	_, err := old.Write(ctxFor(t), &sink.Batch{Epoch: 1, Messages: Stamp(b1, 1)})
+	if !errors.Is(err, sink.ErrFenced) {
+		t.Fatalf("a write of epoch 1 after epoch 2 recovered: %v, want sink.ErrFenced", err)
 	}
 	write(t, leader, 2, b1)
 	Check(t, "after the new leader wrote", recoverAt(t, leader, 2, off), tg.expect(b0, b1))
@@ -260,7 +260,7 @@ func fencedAtRecovery(t *testing.T, tg Target, nsrc int, b0, b1 []pipeline.Messa
 // outage: the connection is cut at a byte of a batch's write (a sweep over
 // the batch); after it is back, recovery reports the prefix that got
 // through, and the rest written after it leaves every message once.
-func outage(t *testing.T, tg Target, nsrc int, b0, b1, b2 []pipeline.Message) {
+func outage(t *testing.T, tg Target, nsrc int, b0, b1, b2 []sink.Message) {
 	size := 0
 	for _, m := range b1 {
 		size += len(m.Value) + len(m.Key)
@@ -274,11 +274,11 @@ func outage(t *testing.T, tg Target, nsrc int, b0, b1, b2 []pipeline.Message) {
 		off := start(t, s, 1, b0)
 		tg.Cut(t, n)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		_, werr := s.Write(ctx, &pipeline.Batch{Epoch: 1, Messages: Stamp(b1, 1)})
+		_, werr := s.Write(ctx, &sink.Batch{Epoch: 1, Messages: Stamp(b1, 1)})
 		cancel()
 		tg.Restore(t)
 		rec := recoverRetrying(t, s, 1, off)
-		var held []pipeline.Message
+		var held []sink.Message
 		for _, m := range b1 {
 			if m.Seq <= rec.MaxSeq {
 				held = append(held, m)
@@ -296,17 +296,17 @@ func outage(t *testing.T, tg Target, nsrc int, b0, b1, b2 []pipeline.Message) {
 }
 
 // Expect is what a recovery must report for a sink that holds ms past its
-// offset (ms in the sink's order), computed without pipeline.Recovery's
+// offset (ms in the sink's order), computed without sink.Recovery's
 // own bookkeeping.
-func Expect(ms []pipeline.Message) pipeline.Recovery {
-	var r pipeline.Recovery
+func Expect(ms []sink.Message) sink.Recovery {
+	var r sink.Recovery
 	for _, m := range ms {
 		r.MaxSeq = max(r.MaxSeq, m.Seq)
 		if m.End != nil {
 			if r.Ends == nil {
-				r.Ends = map[string]pipeline.End{}
+				r.Ends = map[string]sink.End{}
 			}
-			r.Ends[m.Source] = pipeline.End{Pos: *m.End, Seq: m.Seq}
+			r.Ends[m.Source] = sink.End{Pos: *m.End, Seq: m.Seq}
 		}
 	}
 	for _, m := range ms {
@@ -325,7 +325,7 @@ func Expect(ms []pipeline.Message) pipeline.Recovery {
 }
 
 // Check compares a recovery with what Expect says (the offset aside).
-func Check(t *testing.T, what string, got, want pipeline.Recovery) {
+func Check(t *testing.T, what string, got, want sink.Recovery) {
 	t.Helper()
 	if got.MaxSeq != want.MaxSeq || !maps.Equal(got.Ends, want.Ends) || !maps.Equal(nonZero(got.Partial), nonZero(want.Partial)) || got.Uncounted {
 		t.Fatalf("%s: recovery reports max_seq %d, ends %v, partial %v (uncounted %v); want max_seq %d, ends %v, partial %v",
@@ -348,13 +348,13 @@ func nonZero(m map[string]int) map[string]int {
 // holds whole transactions of both sources, snapshot rows and a DDL, and
 // ends inside a transaction that b2 ends. With one source every message
 // is of "s1".
-func Batches(nsrc int) (b0, b1, b2 []pipeline.Message) {
+func Batches(nsrc int) (b0, b1, b2 []sink.Message) {
 	return BatchesIn(nsrc, codec.Format{})
 }
 
 // BatchesIn is Batches with the messages in format f (values and keys as
 // the pipeline encodes them for a sink of that format).
-func BatchesIn(nsrc int, f codec.Format) (b0, b1, b2 []pipeline.Message) {
+func BatchesIn(nsrc int, f codec.Format) (b0, b1, b2 []sink.Message) {
 	g := &gen{nsrc: nsrc, encs: map[string]*codec.Encoder{}, format: f}
 	b0 = slices.Concat(g.txn(0, 3), g.txn(1, 1))
 	b1 = slices.Concat(g.txn(0, 4), g.snapshot(1, 2), g.ddl(1), g.txn(1, 2), g.snapshot(0, 1), g.txn(0, 3), g.txn(1, 1))
@@ -401,7 +401,7 @@ func (g *gen) enc(src string) *codec.Encoder {
 // message encodes ch as the pipeline does (in format sluice its value ends
 // with the sluice block, restamped with the epoch of each write; in format
 // debezium it is Debezium's bytes).
-func (g *gen) message(src string, txn *binlog.Txn, ch *binlog.Change, snap bool, end *position.Position) pipeline.Message {
+func (g *gen) message(src string, txn *binlog.Txn, ch *binlog.Change, snap bool, end *position.Position) sink.Message {
 	g.seq++
 	e := g.enc(src)
 	v := e.AppendChange(nil, txn, ch)
@@ -410,10 +410,10 @@ func (g *gen) message(src string, txn *binlog.Txn, ch *binlog.Change, snap bool,
 	} else {
 		v = v[:len(v)-2]
 	}
-	m := pipeline.Message{Seq: g.seq, Source: src, Op: ch.Op, Change: ch, Snapshot: snap, End: end,
+	m := sink.Message{Seq: g.seq, Source: src, Op: ch.Op, Change: ch, Snapshot: snap, End: end,
 		Key: e.AppendKey(nil, ch), Value: v}
 	if ch.Op == binlog.OpDDL {
-		m.Role = pipeline.RoleSchemaChange
+		m.Role = sink.RoleSchemaChange
 	}
 	if ch.Table != nil {
 		m.DB, m.Table = ch.Table.Schema, ch.Table.Name
@@ -423,13 +423,13 @@ func (g *gen) message(src string, txn *binlog.Txn, ch *binlog.Change, snap bool,
 	return m
 }
 
-func (g *gen) txn(si, n int) []pipeline.Message {
+func (g *gen) txn(si, n int) []sink.Message {
 	src, pi := g.source(si)
 	begin := position.Position{File: "bin.000001", Offset: g.pos[pi] + 4, Flavor: position.MariaDB}
 	g.pos[pi] += 1000
 	end := position.Position{File: "bin.000001", Offset: g.pos[pi] + 4, Flavor: position.MariaDB}
 	txn := &binlog.Txn{Begin: begin, End: end, Last: true, CommitTime: time.Unix(1700000000, 0)}
-	var ms []pipeline.Message
+	var ms []sink.Message
 	for i := range n {
 		g.row++
 		ch := &binlog.Change{Op: binlog.OpInsert, Table: Table, After: binlog.Row{binlog.IntValue(int64(g.row)), binlog.BytesValue(binlog.KindString, []byte("row-"+strconv.FormatUint(g.row, 10)))}}
@@ -442,9 +442,9 @@ func (g *gen) txn(si, n int) []pipeline.Message {
 	return ms
 }
 
-func (g *gen) snapshot(si, n int) []pipeline.Message {
+func (g *gen) snapshot(si, n int) []sink.Message {
 	src, _ := g.source(si)
-	var ms []pipeline.Message
+	var ms []sink.Message
 	for range n {
 		g.row++
 		ch := &binlog.Change{Op: binlog.OpRead, Table: Table, After: binlog.Row{binlog.IntValue(int64(g.row)), binlog.BytesValue(binlog.KindString, []byte("snap"))}}
@@ -453,20 +453,20 @@ func (g *gen) snapshot(si, n int) []pipeline.Message {
 	return ms
 }
 
-func (g *gen) ddl(si int) []pipeline.Message {
+func (g *gen) ddl(si int) []sink.Message {
 	src, pi := g.source(si)
 	g.pos[pi] += 1000
 	end := position.Position{File: "bin.000001", Offset: g.pos[pi] + 4, Flavor: position.MariaDB}
 	ch := &binlog.Change{Op: binlog.OpDDL, Schema: "shop", Query: "ALTER TABLE items ADD COLUMN x INT"}
-	return []pipeline.Message{g.message(src, &binlog.Txn{End: end, Last: true}, ch, false, &end)}
+	return []sink.Message{g.message(src, &binlog.Txn{End: end, Last: true}, ch, false, &end)}
 }
 
 // Stamp returns ms with the sluice block of each value written for
 // epoch, as the pipeline writes it in format sluice. A value that is a
 // whole JSON object already (format debezium, which has no block) is left
 // as it is.
-func Stamp(ms []pipeline.Message, epoch uint64) []pipeline.Message {
-	out := make([]pipeline.Message, len(ms))
+func Stamp(ms []sink.Message, epoch uint64) []sink.Message {
+	out := make([]sink.Message, len(ms))
 	for i, m := range ms {
 		if n := len(m.Value); n > 0 && m.Value[n-1] == '}' {
 			out[i] = m
@@ -476,7 +476,7 @@ func Stamp(ms []pipeline.Message, epoch uint64) []pipeline.Message {
 		v = fmt.Appendf(v, `,"sluice":{"seq":%d,"epoch":%d,"source":%q`, m.Seq, epoch, m.Source)
 		if m.End != nil {
 			v = append(v, `,"end":`...)
-			v = pipeline.AppendEnd(v, m.End)
+			v = sink.AppendEnd(v, m.End)
 		}
 		m.Value = append(v, '}', '}')
 		out[i] = m

@@ -17,7 +17,7 @@
 // # Fencing
 //
 // A Write holds an exclusive lock on NAME.lock from its epoch check to the
-// end of its fsync: it reads NAME.epoch, refuses (pipeline.ErrFenced) if a
+// end of its fsync: it reads NAME.epoch, refuses (sink.ErrFenced) if a
 // higher epoch is stored, and otherwise appends and syncs the whole batch
 // before it lets go. Recover takes the same lock, raises NAME.epoch to its
 // own epoch and scans while it holds it. So the write of an older leader
@@ -55,7 +55,7 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/flock"
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // Config of a file sink.
@@ -104,7 +104,7 @@ type Sink struct {
 	buf  []byte
 }
 
-var _ pipeline.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
 // New returns a file sink named name.
 func New(name string, cfg Config, log *slog.Logger) (*Sink, error) {
@@ -132,7 +132,7 @@ func New(name string, cfg Config, log *slog.Logger) (*Sink, error) {
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.name }
 
-// Format returns the format of the sink's lines (pipeline.Formatted).
+// Format returns the format of the sink's lines (sink.Formatted).
 func (s *Sink) Format() codec.Format { return s.cfg.Format }
 
 func (s *Sink) segmentName(n int) string {
@@ -213,8 +213,8 @@ func (s *Sink) readEpoch() (uint64, error) {
 
 // Recover fences lower epochs, repairs a torn last line and scans what the
 // files hold after offset, all under the sink's lock (see Fencing).
-func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
-	var rec pipeline.Recovery
+func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.Recovery, error) {
+	var rec sink.Recovery
 	if err := os.MkdirAll(s.dir, 0o755); err != nil {
 		return rec, fmt.Errorf("sink %s: %w", s.name, err)
 	}
@@ -231,7 +231,7 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		return rec, err
 	}
 	if stored > epoch {
-		return rec, fmt.Errorf("%w: %s holds epoch %d, this writer has %d", pipeline.ErrFenced, s.epochPath(), stored, epoch)
+		return rec, fmt.Errorf("%w: %s holds epoch %d, this writer has %d", sink.ErrFenced, s.epochPath(), stored, epoch)
 	}
 	if stored < epoch {
 		if err := checkpoint.WriteFileAtomic(s.epochPath(), []byte(strconv.FormatUint(epoch, 10)+"\n")); err != nil {
@@ -306,8 +306,8 @@ type scanState struct {
 // line's start, so that the scan reads whole lines; a line of an older
 // epoch after one of a newer epoch is not observed (see Recover); any
 // other line that is not sluice's stops recovery with
-// pipeline.ErrPermanent, naming the file and the byte.
-func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pipeline.Recovery, sc *scanState) (int64, error) {
+// sink.ErrPermanent, naming the file and the byte.
+func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *sink.Recovery, sc *scanState) (int64, error) {
 	path := filepath.Join(s.dir, s.segmentName(sg))
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
@@ -320,7 +320,7 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 	}
 	if start > fi.Size() {
 		return 0, fmt.Errorf("sink %s: %s is %d bytes, shorter than the checkpoint's offset %d: lines the checkpoint counts as written are gone (the file was cut or replaced, or a machine crash lost them with no_sync); restore the file, or remove the checkpoint and the sink's files to start over: %w",
-			s.name, path, fi.Size(), start, pipeline.ErrPermanent)
+			s.name, path, fi.Size(), start, sink.ErrPermanent)
 	}
 	if start > 0 {
 		ls, err := lineStart(f, start)
@@ -355,7 +355,7 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 		if err == io.EOF {
 			if len(line) > 0 {
 				if !last {
-					return 0, fmt.Errorf("sink %s: %s ends in a partial line at byte %d but is not the newest segment; the files were changed by hand: remove the partial line (or restore the file) and restart: %w", s.name, path, off, pipeline.ErrPermanent)
+					return 0, fmt.Errorf("sink %s: %s ends in a partial line at byte %d but is not the newest segment; the files were changed by hand: remove the partial line (or restore the file) and restart: %w", s.name, path, off, sink.ErrPermanent)
 				}
 				s.log.Warn("cutting a partial line left by a crash (its batch was never acknowledged)", "sink", s.name, "file", path, "at", off, "bytes", len(line))
 				if err := f.Truncate(off); err != nil {
@@ -375,11 +375,11 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 		}
 		meta, err := parseMeta(line[:len(line)-1])
 		if err != nil {
-			return 0, fmt.Errorf("sink %s: %s, the line at byte %d (%d bytes): %w; move the file aside (or remove that line) and restart: %w", s.name, path, off, len(line), err, pipeline.ErrPermanent)
+			return 0, fmt.Errorf("sink %s: %s, the line at byte %d (%d bytes): %w; move the file aside (or remove that line) and restart: %w", s.name, path, off, len(line), err, sink.ErrPermanent)
 		}
 		switch {
 		case meta.Epoch > sc.epoch:
-			return 0, fmt.Errorf("%w: %s holds a line of epoch %d at byte %d, this writer has %d", pipeline.ErrFenced, path, meta.Epoch, off, sc.epoch)
+			return 0, fmt.Errorf("%w: %s holds a line of epoch %d at byte %d, this writer has %d", sink.ErrFenced, path, meta.Epoch, off, sc.epoch)
 		case meta.Epoch < sc.high:
 			if sc.stale == 0 {
 				sc.staleAt = s.segmentName(sg) + ":" + strconv.FormatInt(off, 10)
@@ -387,7 +387,7 @@ func (s *Sink) scan(ctx context.Context, sg int, start int64, last bool, rec *pi
 			sc.stale++
 		default:
 			sc.high = meta.Epoch
-			rec.Observe(meta.Seq, meta.Source, meta.End, meta.Snapshot || pipeline.SnapshotRow(line[:len(line)-1]))
+			rec.Observe(meta.Seq, meta.Source, meta.End, meta.Snapshot || sink.SnapshotRow(line[:len(line)-1]))
 		}
 		off += int64(len(line))
 	}
@@ -414,12 +414,12 @@ var metaMark = []byte(`,"sluice":{`)
 
 // parseMeta reads the sluice block at the end of a line without decoding
 // the whole line: the block is always last, so the last mark is it.
-func parseMeta(line []byte) (pipeline.Meta, error) {
+func parseMeta(line []byte) (sink.Meta, error) {
 	i := bytes.LastIndex(line, metaMark)
 	if i < 0 || len(line) < 2 || line[len(line)-1] != '}' {
-		return pipeline.Meta{}, errors.New(`line has no "sluice" block: the file holds lines not written by sluice run`)
+		return sink.Meta{}, errors.New(`line has no "sluice" block: the file holds lines not written by sluice run`)
 	}
-	var m pipeline.Meta
+	var m sink.Meta
 	if err := json.Unmarshal(line[i+len(metaMark)-1:len(line)-1], &m); err != nil {
 		return m, fmt.Errorf("bad sluice block: %w", err)
 	}
@@ -429,9 +429,9 @@ func parseMeta(line []byte) (pipeline.Meta, error) {
 // Write appends the batch, rotating first if the segment is full, and
 // syncs it to disk: the epoch check, the append and the fsync happen under
 // the sink's lock, as one step no takeover can come between.
-func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+func (s *Sink) Write(ctx context.Context, b *sink.Batch) (string, error) {
 	if b.Epoch < s.epoch {
-		return "", fmt.Errorf("%w: batch of epoch %d, below the epoch %d this sink recovered under", pipeline.ErrFenced, b.Epoch, s.epoch)
+		return "", fmt.Errorf("%w: batch of epoch %d, below the epoch %d this sink recovered under", sink.ErrFenced, b.Epoch, s.epoch)
 	}
 	if s.lock == nil {
 		return "", fmt.Errorf("sink %s: Write without Recover", s.name)
@@ -445,7 +445,7 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 		return "", err
 	}
 	if stored > s.epoch {
-		return "", fmt.Errorf("%w: %s holds epoch %d, this writer has %d", pipeline.ErrFenced, s.epochPath(), stored, s.epoch)
+		return "", fmt.Errorf("%w: %s holds epoch %d, this writer has %d", sink.ErrFenced, s.epochPath(), stored, s.epoch)
 	}
 	if s.f != nil && s.size >= s.cfg.MaxBytes {
 		if err := s.f.Close(); err != nil {
@@ -479,7 +479,7 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 	dbz := s.cfg.Format.IsDebezium()
 	for i := range b.Messages {
 		if dbz {
-			buf = pipeline.AppendMetaMember(buf, b.Messages[i].Value, b.Epoch, &b.Messages[i])
+			buf = sink.AppendMetaMember(buf, b.Messages[i].Value, b.Epoch, &b.Messages[i])
 		} else {
 			buf = append(buf, b.Messages[i].Value...)
 		}
@@ -536,7 +536,7 @@ type Stdout struct {
 	format codec.Format
 }
 
-var _ pipeline.Sink = (*Stdout)(nil)
+var _ sink.Sink = (*Stdout)(nil)
 
 // NewStdout returns a sink writing to w (os.Stdout when nil).
 func NewStdout(name string, w io.Writer) *Stdout {
@@ -554,19 +554,19 @@ func NewStdoutFormat(name string, w io.Writer, f codec.Format) *Stdout {
 	return s
 }
 
-// Format returns the format of the lines (pipeline.Formatted).
+// Format returns the format of the lines (sink.Formatted).
 func (s *Stdout) Format() codec.Format { return s.format }
 
 // Name returns the sink's name.
 func (s *Stdout) Name() string { return s.name }
 
 // Recover has nothing to scan.
-func (s *Stdout) Recover(context.Context, uint64, string) (pipeline.Recovery, error) {
-	return pipeline.Recovery{}, nil
+func (s *Stdout) Recover(context.Context, uint64, string) (sink.Recovery, error) {
+	return sink.Recovery{}, nil
 }
 
 // Write prints the batch and flushes it.
-func (s *Stdout) Write(_ context.Context, b *pipeline.Batch) (string, error) {
+func (s *Stdout) Write(_ context.Context, b *sink.Batch) (string, error) {
 	for i := range b.Messages {
 		s.w.Write(b.Messages[i].Value)
 		s.w.WriteByte('\n')

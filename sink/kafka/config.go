@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
@@ -236,7 +236,7 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("transaction_topic %q: %w", c.TransactionTopic, err)
 		}
 		for _, p := range tt.parts {
-			if p.Field == pipeline.FieldDB || p.Field == pipeline.FieldTable {
+			if p.Field == sink.FieldDB || p.Field == sink.FieldTable {
 				return fmt.Errorf("transaction_topic %q: a transaction spans tables: its one placeholder is {source}", c.TransactionTopic)
 			}
 		}

@@ -13,8 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // Recovery reads with plain Fetch requests, at read_committed isolation,
@@ -37,7 +38,7 @@ type scanner struct {
 	// start). Partitions of topics the template matches are added as
 	// they are found, from their start.
 	pos      offsets
-	rec      *pipeline.Recovery
+	rec      *sink.Recovery
 	maxEpoch uint64
 	// known holds every topic of the cluster, as last listed.
 	known map[string]bool
@@ -252,10 +253,8 @@ func (sc *scanner) read(ctx context.Context, parts []*scanPart) error {
 			return s.wrap(fmt.Sprintf("recovery: reading topic %s partition %d at offset %d (up to %d) made no progress for %s", p.tp.topic, p.tp.part, p.pos, p.end, s.cfg.RequestTimeout), lastErr)
 		}
 		if refresh && len(parts) > 0 {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("kafka: sink %s: recovery: %w", s.cfg.Name, ctx.Err())
-			case <-time.After(retryWait):
+			if err := backoff.Sleep(ctx, retryWait); err != nil {
+				return fmt.Errorf("kafka: sink %s: recovery: %w", s.cfg.Name, err)
 			}
 			if err := sc.refreshLeaders(ctx, parts); err != nil {
 				return err
@@ -397,13 +396,13 @@ func (sc *scanner) observe(r *kgo.Record) error {
 	hasSeq, snap := false, false
 	for _, h := range r.Headers {
 		switch h.Key {
-		case pipeline.HeaderSeq:
+		case sink.HeaderSeq:
 			seqV, hasSeq = h.Value, true
-		case pipeline.HeaderEpoch:
+		case sink.HeaderEpoch:
 			epochV = h.Value
-		case pipeline.HeaderSource:
+		case sink.HeaderSource:
 			srcV = h.Value
-		case pipeline.HeaderEnd:
+		case sink.HeaderEnd:
 			endV = h.Value
 		case HeaderPipeline:
 			pipeV = h.Value
@@ -419,21 +418,21 @@ func (sc *scanner) observe(r *kgo.Record) error {
 	}
 	seq, err := strconv.ParseUint(string(seqV), 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s: bad %s header %q", where(), pipeline.HeaderSeq, seqV)
+		return fmt.Errorf("%s: bad %s header %q", where(), sink.HeaderSeq, seqV)
 	}
 	epoch, err := strconv.ParseUint(string(epochV), 10, 64)
 	if err != nil {
-		return fmt.Errorf("%s: bad %s header %q", where(), pipeline.HeaderEpoch, epochV)
+		return fmt.Errorf("%s: bad %s header %q", where(), sink.HeaderEpoch, epochV)
 	}
 	var end *position.Position
 	if endV != nil {
-		if end, err = pipeline.ParseEnd(endV); err != nil {
+		if end, err = sink.ParseEnd(endV); err != nil {
 			return fmt.Errorf("%s: %w", where(), err)
 		}
 	}
 	// A tombstone (null value) repeats its delete's seq without the end:
 	// observed again, it changes nothing.
-	sc.rec.Observe(seq, string(srcV), end, snap || pipeline.SnapshotRow(r.Value))
+	sc.rec.Observe(seq, string(srcV), end, snap || sink.SnapshotRow(r.Value))
 	sc.maxEpoch = max(sc.maxEpoch, epoch)
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // HeaderPipeline names the pipeline that wrote a record. Recovery counts
@@ -33,8 +33,8 @@ const HeaderPipeline = "sluice-pipeline"
 // HeaderSnapshot ("true") marks, in format debezium, a record of a snapshot
 // (a row it read, or the TRUNCATE before a table read again whole), which
 // recovery leaves out of its count of a cut transaction; in format sluice
-// recovery tells them from the value (pipeline.SnapshotRow).
-const HeaderSnapshot = pipeline.HeaderSnapshot
+// recovery tells them from the value (sink.SnapshotRow).
+const HeaderSnapshot = sink.HeaderSnapshot
 
 var snapshotVal = []byte("true")
 
@@ -124,7 +124,7 @@ type Sink struct {
 	out *produced
 }
 
-// Format returns the format of the sink's records (pipeline.Formatted).
+// Format returns the format of the sink's records (sink.Formatted).
 func (s *Sink) Format() codec.Format { return s.cfg.Format }
 
 // produced is the outcome of one producer's records in the current
@@ -167,7 +167,7 @@ func (p *produced) result() (topic string, err error) {
 
 type topicKey struct{ source, db, table string }
 
-var _ pipeline.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
 // New validates cfg and makes the sink's clients for pipeline
 // pipelineName. It does not connect: Recover does, and must be called
@@ -349,7 +349,7 @@ func (s *Sink) closeProducer() {
 
 // Recover reads every record after offset ("" = every record of the
 // cluster's topics that the template could have made), reporting this
-// pipeline's to rec; refuses with pipeline.ErrFenced if one was written
+// pipeline's to rec; refuses with sink.ErrFenced if one was written
 // by a higher epoch than epoch; and starts a new transactional producer,
 // which fences any older producer with the transactional id and aborts its
 // open transaction.
@@ -359,43 +359,43 @@ func (s *Sink) closeProducer() {
 // fenced by a newer epoch's records does not fence that newer producer in
 // turn), then on to the last stable offsets after it started (past the
 // transaction it aborted).
-func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
+func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.Recovery, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hbErr = nil
 	s.closeProducer()
-	var rec pipeline.Recovery
+	var rec sink.Recovery
 	saved, err := parseOffsets(offset)
 	if err != nil {
 		return rec, fmt.Errorf("kafka: checkpoint offset %q of sink %s %v: was the checkpoint written by another kind of sink of the same name?", offset, s.cfg.Name, err)
 	}
 	sc := &scanner{s: s, pos: saved, rec: &rec, gone: map[string]bool{}}
 	if err := sc.run(ctx); err != nil {
-		return pipeline.Recovery{}, err
+		return sink.Recovery{}, err
 	}
 	if sc.maxEpoch > epoch {
-		return pipeline.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
+		return sink.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
 	}
 
 	prod, err := kgo.NewClient(s.producerOpts()...)
 	if err != nil {
-		return pipeline.Recovery{}, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
+		return sink.Recovery{}, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
 	}
 	ictx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	_, _, err = prod.ProducerID(ictx)
 	cancel()
 	if err != nil {
 		prod.Close()
-		return pipeline.Recovery{}, s.wrap(fmt.Sprintf("starting the transactional producer %q", s.cfg.TransactionalID), err)
+		return sink.Recovery{}, s.wrap(fmt.Sprintf("starting the transactional producer %q", s.cfg.TransactionalID), err)
 	}
 
 	if err := sc.run(ctx); err != nil {
 		prod.Close()
-		return pipeline.Recovery{}, err
+		return sink.Recovery{}, err
 	}
 	if sc.maxEpoch > epoch {
 		prod.Close()
-		return pipeline.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
+		return sink.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
 	}
 	s.prod = prod
 	s.out = &produced{}
@@ -408,12 +408,12 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 }
 
 func (s *Sink) fencedByEpoch(found, epoch uint64) error {
-	return fmt.Errorf("kafka: sink %s holds records of pipeline %q written by epoch %d, above this process's %d: %w", s.cfg.Name, s.pipeline, found, epoch, pipeline.ErrFenced)
+	return fmt.Errorf("kafka: sink %s holds records of pipeline %q written by epoch %d, above this process's %d: %w", s.cfg.Name, s.pipeline, found, epoch, sink.ErrFenced)
 }
 
 // Write writes b in one Kafka transaction and returns the offsets after
 // it once the transaction has committed.
-func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+func (s *Sink) Write(ctx context.Context, b *sink.Batch) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.ready {
@@ -423,7 +423,7 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 		return "", fmt.Errorf("kafka: sink %s: Write without a successful Recover since the last failure; call Recover first", s.cfg.Name)
 	}
 	if b.Epoch < s.epoch {
-		return "", fmt.Errorf("kafka: sink %s: batch of epoch %d, below the epoch %d the sink recovered under: %w", s.cfg.Name, b.Epoch, s.epoch, pipeline.ErrFenced)
+		return "", fmt.Errorf("kafka: sink %s: batch of epoch %d, below the epoch %d the sink recovered under: %w", s.cfg.Name, b.Epoch, s.epoch, sink.ErrFenced)
 	}
 	if len(b.Messages) == 0 {
 		return s.offs.String(), nil
@@ -450,7 +450,7 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 // include.schema.changes false). Safe for concurrent use.
 func (s *Sink) SchemaChangesNotWritten() uint64 { return s.notWritten.Load() }
 
-func (s *Sink) write(ctx context.Context, b *pipeline.Batch) error {
+func (s *Sink) write(ctx context.Context, b *sink.Batch) error {
 	recs, err := s.records(ctx, b)
 	if err != nil {
 		return err
@@ -509,7 +509,7 @@ func (s *Sink) timedOut(ctx context.Context, what string, err error) error {
 
 // records makes the records of b (reusing the sink's buffers) and makes
 // sure their topics exist.
-func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, error) {
+func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error) {
 	msgs := b.Messages
 	n := len(msgs)
 	var fresh []string
@@ -544,7 +544,7 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 		vals = strconv.AppendUint(vals, m.Seq, 10)
 		idx = append(idx, len(vals))
 		if m.End != nil {
-			vals = pipeline.AppendEnd(vals, m.End)
+			vals = sink.AppendEnd(vals, m.End)
 		}
 		idx = append(idx, len(vals))
 	}
@@ -595,11 +595,11 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 			s.sources[m.Source] = src
 		}
 		h := hdrs[perRec*i : perRec*i+perRec : perRec*i+perRec]
-		h[0] = kgo.RecordHeader{Key: pipeline.HeaderSeq, Value: vals[idx[3*i]:idx[3*i+1]:idx[3*i+1]]}
-		h[1] = kgo.RecordHeader{Key: pipeline.HeaderEpoch, Value: epochVal}
-		h[2] = kgo.RecordHeader{Key: pipeline.HeaderSource, Value: src}
+		h[0] = kgo.RecordHeader{Key: sink.HeaderSeq, Value: vals[idx[3*i]:idx[3*i+1]:idx[3*i+1]]}
+		h[1] = kgo.RecordHeader{Key: sink.HeaderEpoch, Value: epochVal}
+		h[2] = kgo.RecordHeader{Key: sink.HeaderSource, Value: src}
 		h[3] = kgo.RecordHeader{Key: HeaderPipeline, Value: s.pipeVal}
-		size := recordOverhead + batchOverhead + len(m.Key) + len(m.Value) + len(pipeline.HeaderSeq) + len(pipeline.HeaderEpoch) + len(pipeline.HeaderSource) + len(HeaderPipeline) +
+		size := recordOverhead + batchOverhead + len(m.Key) + len(m.Value) + len(sink.HeaderSeq) + len(sink.HeaderEpoch) + len(sink.HeaderSource) + len(HeaderPipeline) +
 			idx[3*i+1] - idx[3*i] + len(epochVal) + len(src) + len(s.pipeVal)
 		h = h[:4]
 		if dbz && m.Snapshot {
@@ -610,8 +610,8 @@ func (s *Sink) records(ctx context.Context, b *pipeline.Batch) ([]kgo.Record, er
 		}
 		base := h // a tombstone's headers: the delete's, without the end
 		if m.End != nil {
-			h = append(h, kgo.RecordHeader{Key: pipeline.HeaderEnd, Value: vals[idx[3*i+1]:idx[3*i+2]:idx[3*i+2]]})
-			size += len(pipeline.HeaderEnd) + idx[3*i+2] - idx[3*i+1]
+			h = append(h, kgo.RecordHeader{Key: sink.HeaderEnd, Value: vals[idx[3*i+1]:idx[3*i+2]:idx[3*i+2]]})
+			size += len(sink.HeaderEnd) + idx[3*i+2] - idx[3*i+1]
 		}
 		if size > s.cfg.MaxRecordBytes {
 			return nil, fmt.Errorf("kafka: sink %s: message seq %d (table %s.%s) makes a record of about %d bytes, above max_record_bytes %d: raise max_record_bytes, and the topic's max.message.bytes with it",
@@ -709,7 +709,7 @@ func (s *Sink) isTxnTopic(topic string) bool {
 }
 
 // txnRecord makes the BEGIN (end false) or END record of m's transaction.
-func (s *Sink) txnRecord(m *pipeline.Message, tm *pipeline.TxnMark, end bool, hdrs []kgo.RecordHeader) (kgo.Record, error) {
+func (s *Sink) txnRecord(m *sink.Message, tm *sink.TxnMark, end bool, hdrs []kgo.RecordHeader) (kgo.Record, error) {
 	schemas := s.cfg.Format.Schemas
 	ts := tm.Time
 	if ts.IsZero() {
@@ -744,9 +744,9 @@ func (s *Sink) txnRecord(m *pipeline.Message, tm *pipeline.TxnMark, end bool, hd
 // with include.schema.changes false (a TRUNCATE written as Debezium's op
 // "t" event has the data role). In format sluice a DDL message goes to its
 // table's topic.
-func (s *Sink) topicOf(m *pipeline.Message) (string, error) {
+func (s *Sink) topicOf(m *sink.Message) (string, error) {
 	tmpl, table := &s.topic, m.Table
-	if m.Role == pipeline.RoleSchemaChange && s.cfg.Format.IsDebezium() {
+	if m.Role == sink.RoleSchemaChange && s.cfg.Format.IsDebezium() {
 		if s.schemaTopic == nil {
 			return "", nil
 		}
@@ -845,16 +845,16 @@ func isFenced(err error) bool {
 }
 
 // writeErr explains a failed Write.
-func (s *Sink) writeErr(b *pipeline.Batch, what string, err error) error {
+func (s *Sink) writeErr(b *sink.Batch, what string, err error) error {
 	return s.wrap(fmt.Sprintf("writing batch seq %d..%d (epoch %d): %s", b.FirstSeq(), b.LastSeq(), b.Epoch, what), err)
 }
 
-// wrap explains an error of the cluster, with pipeline.ErrFenced when a
+// wrap explains an error of the cluster, with sink.ErrFenced when a
 // newer producer has fenced this one.
 func (s *Sink) wrap(what string, err error) error {
 	if isFenced(err) {
 		return fmt.Errorf("kafka: sink %s: %s: another producer with transactional id %q has started (a newer process of pipeline %q): %w: %w",
-			s.cfg.Name, what, s.cfg.TransactionalID, s.pipeline, pipeline.ErrFenced, err)
+			s.cfg.Name, what, s.cfg.TransactionalID, s.pipeline, sink.ErrFenced, err)
 	}
 	return fmt.Errorf("kafka: sink %s: %s: %w; is the cluster at %s up and reachable?", s.cfg.Name, what, err, strings.Join(s.cfg.Brokers, ","))
 }

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // topicTemplate is a parsed Config.Topic.
 type topicTemplate struct {
-	parts pipeline.Template
+	parts sink.Template
 	// pattern matches every topic the template can render, and is how
 	// recovery finds topics created after the last checkpoint: each
 	// placeholder becomes [A-Za-z0-9_-]+ (what render puts there).
@@ -28,7 +28,7 @@ func parseTopic(tmpl string) (topicTemplate, error) {
 	if tmpl == "." || tmpl == ".." {
 		return t, errors.New(`"." and ".." are not topic names`)
 	}
-	parts, err := pipeline.ParseTemplate(tmpl)
+	parts, err := sink.ParseTemplate(tmpl)
 	if err != nil {
 		return t, err
 	}
@@ -36,7 +36,7 @@ func parseTopic(tmpl string) (topicTemplate, error) {
 	var re strings.Builder
 	re.WriteByte('^')
 	for _, p := range parts {
-		if p.Field != pipeline.FieldLiteral {
+		if p.Field != sink.FieldLiteral {
 			re.WriteString(placeholderPattern)
 			continue
 		}
@@ -63,7 +63,7 @@ func topicChar(r rune) bool {
 func (t *topicTemplate) minLen() int {
 	n := 0
 	for _, p := range t.parts {
-		if p.Field == pipeline.FieldLiteral {
+		if p.Field == sink.FieldLiteral {
 			n += len(p.Lit)
 		} else {
 			n++

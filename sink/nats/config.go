@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
@@ -213,7 +213,7 @@ func checkStreamName(name string) error {
 
 // subjectTemplate is a parsed Config.Subject.
 type subjectTemplate struct {
-	parts pipeline.Template
+	parts sink.Template
 	// filter is the stream subject that covers every rendered subject:
 	// the literal tokens before the first placeholder followed by ".>",
 	// or the template itself when it has no placeholders.
@@ -249,7 +249,7 @@ func parseSubject(tmpl string) (subjectTemplate, error) {
 	if len(prefix) == 0 {
 		return t, errors.New("must start with a literal token, e.g. sluice.{db}.{table}: the stream's subjects are that prefix followed by .>")
 	}
-	parts, err := pipeline.ParseTemplate(tmpl)
+	parts, err := sink.ParseTemplate(tmpl)
 	if err != nil {
 		return t, err
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // JetStream error codes the sink tells apart. The server answers
@@ -41,7 +41,7 @@ func IsFence(h gonats.Header) bool { return h.Get(HeaderFence) != "" }
 // snapshot row, as the Kafka sink's header of the same name: Debezium's
 // value has no sluice block, from which recovery tells snapshot rows in
 // format sluice.
-const HeaderSnapshot = pipeline.HeaderSnapshot
+const HeaderSnapshot = sink.HeaderSnapshot
 
 // scanBatch is how many message headers a recovery scan asks for at once.
 const scanBatch = 1000
@@ -79,7 +79,7 @@ type Sink struct {
 
 type subjectKey struct{ source, db, table string }
 
-var _ pipeline.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
 // New validates cfg and connects to the NATS server for pipeline
 // pipelineName. The stream is looked up (and created when missing) by
@@ -182,7 +182,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	return s, nil
 }
 
-// Format is the format of the messages' data (pipeline.Formatted).
+// Format is the format of the messages' data (sink.Formatted).
 func (s *Sink) Format() codec.Format { return s.cfg.Format }
 
 // Name is the sink's name in the config.
@@ -200,7 +200,7 @@ func (s *Sink) Close() error {
 
 // Recover looks the stream up (creating it when missing), reads the
 // headers of every message after offset ("" = from the stream's first
-// message), refuses with pipeline.ErrFenced if any was written by a higher
+// message), refuses with sink.ErrFenced if any was written by a higher
 // epoch than epoch, fences the stream for epoch, and prepares Write to
 // append after the stream's last message.
 //
@@ -212,20 +212,20 @@ func (s *Sink) Close() error {
 // epoch lands between this recovery and this leader's first write. If an
 // older leader's message landed between the scan and the fence, the fence
 // is refused and the scan is done again, so that the recovery reports it.
-func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
+func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.Recovery, error) {
 	s.ready = false
 	var after uint64
 	if offset != "" {
 		n, err := strconv.ParseUint(offset, 10, 64)
 		if err != nil {
-			return pipeline.Recovery{}, fmt.Errorf("nats: checkpoint offset %q of sink %s is not a stream sequence number: was the checkpoint written by another kind of sink of the same name?", offset, s.cfg.Name)
+			return sink.Recovery{}, fmt.Errorf("nats: checkpoint offset %q of sink %s is not a stream sequence number: was the checkpoint written by another kind of sink of the same name?", offset, s.cfg.Name)
 		}
 		after = n
 	}
 	for attempt := 1; ; attempt++ {
 		rec, st, last, lastEpoch, err := s.recoverOnce(ctx, epoch, offset, after, attempt == 1)
 		if err != nil {
-			return pipeline.Recovery{}, err
+			return sink.Recovery{}, err
 		}
 		if lastEpoch != epoch {
 			if s.beforeFence != nil {
@@ -233,11 +233,11 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 			}
 			fenceSeq, moved, err := s.fence(ctx, epoch, last)
 			if err != nil {
-				return pipeline.Recovery{}, err
+				return sink.Recovery{}, err
 			}
 			if moved {
 				if attempt >= maxFenceAttempts {
-					return pipeline.Recovery{}, fmt.Errorf("nats: stream %s: %d recoveries in a row were overtaken by another writer's messages before the fence of epoch %d could be stored; is another process publishing to the stream? The pipeline retries", s.cfg.Stream, attempt, epoch)
+					return sink.Recovery{}, fmt.Errorf("nats: stream %s: %d recoveries in a row were overtaken by another writer's messages before the fence of epoch %d could be stored; is another process publishing to the stream? The pipeline retries", s.cfg.Stream, attempt, epoch)
 				}
 				s.log.Info("the stream moved while it was recovered (an older leader's batch landed); scanning again", "last_seq", last)
 				continue
@@ -262,7 +262,7 @@ const maxFenceAttempts = 10
 // recoverOnce scans the stream after offset (after) up to its current last
 // sequence. It returns what it found, the stream's last sequence and the
 // epoch of the message there (0 if none).
-func (s *Sink) recoverOnce(ctx context.Context, epoch uint64, offset string, after uint64, warn bool) (rec pipeline.Recovery, st jetstream.Stream, last, lastEpoch uint64, err error) {
+func (s *Sink) recoverOnce(ctx context.Context, epoch uint64, offset string, after uint64, warn bool) (rec sink.Recovery, st jetstream.Stream, last, lastEpoch uint64, err error) {
 	st, err = s.openStream(ctx)
 	if err != nil {
 		return rec, nil, 0, 0, err
@@ -282,7 +282,7 @@ func (s *Sink) recoverOnce(ctx context.Context, epoch uint64, offset string, aft
 	if state.Msgs > 0 && (offset == "" || after < last) {
 		start := max(after+1, state.FirstSeq)
 		if maxEpoch, _, err = s.scan(ctx, st, start, last, &rec); err != nil {
-			return pipeline.Recovery{}, nil, 0, 0, err
+			return sink.Recovery{}, nil, 0, 0, err
 		}
 	}
 	if state.Msgs > 0 {
@@ -290,12 +290,12 @@ func (s *Sink) recoverOnce(ctx context.Context, epoch uint64, offset string, aft
 		// (also when nothing is after the offset), and whether this
 		// epoch has fenced the stream already.
 		if lastEpoch, err = s.epochAt(ctx, st, last); err != nil {
-			return pipeline.Recovery{}, nil, 0, 0, err
+			return sink.Recovery{}, nil, 0, 0, err
 		}
 		maxEpoch = max(maxEpoch, lastEpoch)
 	}
 	if maxEpoch > epoch {
-		return pipeline.Recovery{}, nil, 0, 0, fmt.Errorf("nats: stream %s holds messages of epoch %d, above this process's %d: %w", s.cfg.Stream, maxEpoch, epoch, pipeline.ErrFenced)
+		return sink.Recovery{}, nil, 0, 0, fmt.Errorf("nats: stream %s holds messages of epoch %d, above this process's %d: %w", s.cfg.Stream, maxEpoch, epoch, sink.ErrFenced)
 	}
 	return rec, st, last, lastEpoch, nil
 }
@@ -311,7 +311,7 @@ func (s *Sink) fence(ctx context.Context, epoch, last uint64) (seq uint64, moved
 	// not.
 	h.Set(jetstream.MsgIDHeader, s.idPrefix+ep+":fence:"+strconv.FormatUint(last, 10))
 	h.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(last, 10))
-	h.Set(pipeline.HeaderEpoch, ep)
+	h.Set(sink.HeaderEpoch, ep)
 	h.Set(HeaderFence, ep)
 	ack, err := s.js.PublishMsg(ctx, &gonats.Msg{Subject: s.fenceSubject(), Header: h})
 	if err != nil {
@@ -429,16 +429,16 @@ func (s *Sink) parseMeta(h gonats.Header, sseq uint64) (meta, error) {
 		}
 		return m, nil
 	}
-	if m.seq, err = strconv.ParseUint(h.Get(pipeline.HeaderSeq), 10, 64); err != nil {
-		return m, fmt.Errorf("nats: stream %s, message %d: bad %s header %q: %w", s.cfg.Stream, sseq, pipeline.HeaderSeq, h.Get(pipeline.HeaderSeq), err)
+	if m.seq, err = strconv.ParseUint(h.Get(sink.HeaderSeq), 10, 64); err != nil {
+		return m, fmt.Errorf("nats: stream %s, message %d: bad %s header %q: %w", s.cfg.Stream, sseq, sink.HeaderSeq, h.Get(sink.HeaderSeq), err)
 	}
-	if m.epoch, err = strconv.ParseUint(h.Get(pipeline.HeaderEpoch), 10, 64); err != nil {
-		return m, fmt.Errorf("nats: stream %s, message %d: bad %s header %q: %w", s.cfg.Stream, sseq, pipeline.HeaderEpoch, h.Get(pipeline.HeaderEpoch), err)
+	if m.epoch, err = strconv.ParseUint(h.Get(sink.HeaderEpoch), 10, 64); err != nil {
+		return m, fmt.Errorf("nats: stream %s, message %d: bad %s header %q: %w", s.cfg.Stream, sseq, sink.HeaderEpoch, h.Get(sink.HeaderEpoch), err)
 	}
-	m.source = h.Get(pipeline.HeaderSource)
+	m.source = h.Get(sink.HeaderSource)
 	m.snapshot = h.Get(HeaderSnapshot) == "true"
-	if e := h.Get(pipeline.HeaderEnd); e != "" {
-		if m.end, err = pipeline.ParseEnd([]byte(e)); err != nil {
+	if e := h.Get(sink.HeaderEnd); e != "" {
+		if m.end, err = sink.ParseEnd([]byte(e)); err != nil {
 			return m, fmt.Errorf("nats: stream %s, message %d: %w", s.cfg.Stream, sseq, err)
 		}
 	}
@@ -453,7 +453,7 @@ var errScanStalled = errors.New("no message received within ack_timeout")
 // which tell snapshot rows from the first messages of a transaction),
 // observing each in rec. It returns the highest epoch seen and whether any
 // message was seen.
-func (s *Sink) scan(ctx context.Context, st jetstream.Stream, start, last uint64, rec *pipeline.Recovery) (maxEpoch uint64, seen bool, err error) {
+func (s *Sink) scan(ctx context.Context, st jetstream.Stream, start, last uint64, rec *sink.Recovery) (maxEpoch uint64, seen bool, err error) {
 	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       start,
@@ -510,7 +510,7 @@ func (s *Sink) scan(ctx context.Context, st jetstream.Stream, start, last uint64
 		if !m.fence {
 			// Format debezium marks snapshot rows in a header; format
 			// sluice's sluice block says so in the body.
-			snap := m.snapshot || !s.dbz && pipeline.SnapshotRow(msg.Data())
+			snap := m.snapshot || !s.dbz && sink.SnapshotRow(msg.Data())
 			rec.Observe(m.seq, m.source, m.end, snap)
 		}
 		maxEpoch = max(maxEpoch, m.epoch)
@@ -544,9 +544,9 @@ func (s *Sink) epochAt(ctx context.Context, st jetstream.Stream, sseq uint64) (u
 // TRUNCATE written as Debezium's op "t" event has the data role and goes
 // to its table's subject). In format sluice a DDL message goes to its
 // table's subject.
-func (s *Sink) subjectOf(m *pipeline.Message) string {
+func (s *Sink) subjectOf(m *sink.Message) string {
 	tmpl, table := &s.subject, m.Table
-	if s.dbz && m.Role == pipeline.RoleSchemaChange {
+	if s.dbz && m.Role == sink.RoleSchemaChange {
 		tmpl, table = &s.schemaSubject, "\x00schema" // a key no table has
 	}
 	k := subjectKey{m.Source, m.DB, table}
@@ -586,7 +586,7 @@ const (
 // followed by one of this batch. (A message already stored under the same
 // id, i.e. the same epoch and seq, is answered as a duplicate and not
 // stored again.)
-func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+func (s *Sink) Write(ctx context.Context, b *sink.Batch) (string, error) {
 	if !s.ready {
 		return "", fmt.Errorf("nats: sink %s: Write without a successful Recover since the last failure: call Recover first", s.cfg.Name)
 	}
@@ -652,19 +652,19 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 		}
 		prevID = vals[hvID]
 		vals[hvSeq] = strconv.FormatUint(m.Seq, 10)
-		h[pipeline.HeaderSeq] = vals[hvSeq : hvSeq+1 : hvSeq+1]
+		h[sink.HeaderSeq] = vals[hvSeq : hvSeq+1 : hvSeq+1]
 		vals[hvEpoch] = s.epochStr
-		h[pipeline.HeaderEpoch] = vals[hvEpoch : hvEpoch+1 : hvEpoch+1]
+		h[sink.HeaderEpoch] = vals[hvEpoch : hvEpoch+1 : hvEpoch+1]
 		vals[hvSource] = m.Source
-		h[pipeline.HeaderSource] = vals[hvSource : hvSource+1 : hvSource+1]
+		h[sink.HeaderSource] = vals[hvSource : hvSource+1 : hvSource+1]
 		if s.dbz && m.Snapshot {
 			vals[hvSnapshot] = "true"
 			h[HeaderSnapshot] = vals[hvSnapshot : hvSnapshot+1 : hvSnapshot+1]
 		}
 		if m.End != nil {
-			s.buf = pipeline.AppendEnd(s.buf[:0], m.End)
+			s.buf = sink.AppendEnd(s.buf[:0], m.End)
 			vals[hvEnd] = string(s.buf)
-			h[pipeline.HeaderEnd] = vals[hvEnd : hvEnd+1 : hvEnd+1]
+			h[sink.HeaderEnd] = vals[hvEnd : hvEnd+1 : hvEnd+1]
 		}
 		f, err := s.js.PublishMsgAsync(&gonats.Msg{Subject: s.subjectOf(m), Data: m.Value, Header: h})
 		if err != nil {
@@ -690,7 +690,7 @@ func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
 
 // writeError explains why message i of b was not stored, as ErrFenced
 // when a higher epoch has written to the stream.
-func (s *Sink) writeError(ctx context.Context, b *pipeline.Batch, i int, err error) error {
+func (s *Sink) writeError(ctx context.Context, b *sink.Batch, i int, err error) error {
 	seq := b.Messages[i].Seq
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
@@ -701,7 +701,7 @@ func (s *Sink) writeError(ctx context.Context, b *pipeline.Batch, i int, err err
 				epoch, eerr := s.epochAt(ctx, s.stream, info.State.LastSeq)
 				if eerr == nil && epoch > s.epoch {
 					return fmt.Errorf("nats: stream %s refused message seq %d (%v): its last message (stream sequence %d) was written by epoch %d, above this process's %d: %w",
-						s.cfg.Stream, seq, err, info.State.LastSeq, epoch, s.epoch, pipeline.ErrFenced)
+						s.cfg.Stream, seq, err, info.State.LastSeq, epoch, s.epoch, sink.ErrFenced)
 				}
 				if eerr == nil && epoch != 0 && epoch < s.epoch {
 					// An older epoch's message after this leader's

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
@@ -151,7 +151,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("mode %q: must be %q or %q", c.Mode, ModeStream, ModeMaterialize)
 	}
 	if c.Key != "" {
-		if _, err := pipeline.ParseTemplate(c.Key); err != nil {
+		if _, err := sink.ParseTemplate(c.Key); err != nil {
 			return fmt.Errorf("key %q: %w", c.Key, err)
 		}
 	}

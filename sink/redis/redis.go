@@ -13,7 +13,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
-	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // Sink writes a pipeline's messages to Redis. It is used from one
@@ -42,7 +42,7 @@ type Sink struct {
 	log   *slog.Logger
 	dial  dialOptions
 	cn    *conn // nil until connected, and after a connection error
-	tmpl  pipeline.Template
+	tmpl  sink.Template
 	hwKey string
 
 	offset  string // the high-water seq after the last Write or Recover
@@ -70,7 +70,7 @@ type msgCmds struct {
 	start, end int
 	seq        uint64
 	source     string
-	endJSON    []byte // pipeline.AppendEnd of its End; nil if none
+	endJSON    []byte // sink.AppendEnd of its End; nil if none
 	cmds       int32  // commands queued for it (0 for DDL in materialize mode)
 	rename     bool   // its first command is a RENAME whose "no such key" is fine
 	snapshot   bool   // a snapshot row (not counted in open:<source>)
@@ -96,7 +96,7 @@ type tableKeys struct {
 	gen    uint64
 }
 
-var _ pipeline.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
 // New returns a Redis sink for the pipeline named pipelineName. It does
 // not connect: Recover does, and so does every Write (connections are
@@ -116,7 +116,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	tmpl, err := pipeline.ParseTemplate(cfg.Key)
+	tmpl, err := sink.ParseTemplate(cfg.Key)
 	if err != nil { // Validate has checked it
 		return nil, fmt.Errorf("redis sink %s: key %q: %w", name, cfg.Key, err)
 	}
@@ -152,7 +152,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 }
 
 // Format is the format of the stream entries' key and value
-// (pipeline.Formatted).
+// (sink.Formatted).
 func (s *Sink) Format() codec.Format { return s.cfg.Format }
 
 // HighWaterKey returns the key of a pipeline's high-water hash.
@@ -190,31 +190,31 @@ func (s *Sink) connect(ctx context.Context) error {
 }
 
 // Recover fences older writers (it records epoch in the high-water hash,
-// or fails with pipeline.ErrFenced when a higher one is there) and reports
+// or fails with sink.ErrFenced when a higher one is there) and reports
 // the high-water mark: MaxSeq and each source's last transaction end, when
 // they are after offset.
-func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeline.Recovery, error) {
+func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.Recovery, error) {
 	var after uint64
 	if offset != "" {
 		var err error
 		if after, err = strconv.ParseUint(offset, 10, 64); err != nil {
-			return pipeline.Recovery{}, fmt.Errorf("redis sink %s: the checkpoint's offset %q is not a sequence number: was it saved by another kind of sink? Give this sink another name or remove its entry from the checkpoint", s.name, offset)
+			return sink.Recovery{}, fmt.Errorf("redis sink %s: the checkpoint's offset %q is not a sequence number: was it saved by another kind of sink? Give this sink another name or remove its entry from the checkpoint", s.name, offset)
 		}
 	}
 	if err := s.connect(ctx); err != nil {
-		return pipeline.Recovery{}, err
+		return sink.Recovery{}, err
 	}
 	if !s.checked {
 		if err := s.checkDurability(ctx); err != nil {
-			return pipeline.Recovery{}, s.wrap("reading the server's settings", err)
+			return sink.Recovery{}, s.wrap("reading the server's settings", err)
 		}
 	}
 	s.msgs, s.checks = s.msgs[:0], s.checks[:0]
 	if err := s.apply(ctx, epoch); err != nil {
-		return pipeline.Recovery{}, err
+		return sink.Recovery{}, err
 	}
 	hw := &s.hwState
-	rec := pipeline.Recovery{Offset: strconv.FormatUint(hw.seq, 10), Uncounted: hw.seq > 0 && !hw.counted}
+	rec := sink.Recovery{Offset: strconv.FormatUint(hw.seq, 10), Uncounted: hw.seq > 0 && !hw.counted}
 	if hw.seq > after {
 		rec.MaxSeq = hw.seq
 	}
@@ -230,14 +230,14 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (pipeli
 		if e.seq <= after {
 			continue
 		}
-		pos, err := pipeline.ParseEnd([]byte(e.json))
+		pos, err := sink.ParseEnd([]byte(e.json))
 		if err != nil {
-			return pipeline.Recovery{}, fmt.Errorf("redis sink %s: high-water hash %s: field end:%s: %w; it is written by sluice only: delete it to start over", s.name, s.hwKey, src, err)
+			return sink.Recovery{}, fmt.Errorf("redis sink %s: high-water hash %s: field end:%s: %w; it is written by sluice only: delete it to start over", s.name, s.hwKey, src, err)
 		}
 		if rec.Ends == nil {
-			rec.Ends = map[string]pipeline.End{}
+			rec.Ends = map[string]sink.End{}
 		}
-		rec.Ends[src] = pipeline.End{Pos: *pos, Seq: e.seq}
+		rec.Ends[src] = sink.End{Pos: *pos, Seq: e.seq}
 	}
 	if hw.seq < after {
 		s.log.Warn("redis holds less than the checkpoint says was written: messages acknowledged by Redis were lost (a server restart without appendfsync always, a failover, or FLUSHALL); they are not sent again",
@@ -281,7 +281,7 @@ func (s *Sink) checkDurability(ctx context.Context) error {
 //
 //	seq             highest sequence number applied
 //	epoch           highest epoch that has written (or recovered)
-//	end:<source>    last transaction end of <source> (pipeline.AppendEnd JSON)
+//	end:<source>    last transaction end of <source> (sink.AppendEnd JSON)
 //	endseq:<source> the sequence number of the message that carried it
 //	open:<source>   messages of <source> applied after that end (the first
 //	                ones of a transaction a crash may cut; snapshot rows
@@ -380,7 +380,7 @@ func parseHighWater(r reply, hw *highWater) error {
 // Write applies the batch in chunks of at most messages_per_script
 // messages, each chunk one transaction that also advances the high-water
 // mark. It returns the high-water seq as the offset.
-func (s *Sink) Write(ctx context.Context, b *pipeline.Batch) (string, error) {
+func (s *Sink) Write(ctx context.Context, b *sink.Batch) (string, error) {
 	if len(b.Messages) == 0 {
 		return s.offset, nil
 	}
@@ -433,7 +433,7 @@ func (s *Sink) apply(ctx context.Context, epoch uint64) error {
 		}
 		hw := &s.hwState
 		if hw.epoch > epoch {
-			return fmt.Errorf("redis sink %s: %w: epoch %d has written here, this writer has epoch %d (key %s on %s)", s.name, pipeline.ErrFenced, hw.epoch, epoch, s.hwKey, s.cfg.Addr)
+			return fmt.Errorf("redis sink %s: %w: epoch %d has written here, this writer has epoch %d (key %s on %s)", s.name, sink.ErrFenced, hw.epoch, epoch, s.hwKey, s.cfg.Addr)
 		}
 		done, err := s.exec(ctx, epoch, cut)
 		if err != nil {
@@ -818,7 +818,7 @@ func (s *Sink) wrap(what string, err error) error {
 
 // ---- building a chunk ----
 
-// Stream entry field names besides the pipeline.Header* ones.
+// Stream entry field names besides the sink.Header* ones.
 const (
 	FieldKey   = "key"
 	FieldValue = "value"
@@ -827,11 +827,11 @@ const (
 var (
 	bulkFieldKey   = appendBulkString(nil, FieldKey)
 	bulkFieldValue = appendBulkString(nil, FieldValue)
-	bulkFieldEnd   = appendBulkString(nil, pipeline.HeaderEnd)
+	bulkFieldEnd   = appendBulkString(nil, sink.HeaderEnd)
 )
 
 // table returns the cached keys of a message's table.
-func (s *Sink) table(m *pipeline.Message) *tableKeys {
+func (s *Sink) table(m *sink.Message) *tableKeys {
 	id := tableID{m.DB, m.Table, m.Source}
 	if t, ok := s.tables[id]; ok {
 		return t
@@ -847,7 +847,7 @@ func (s *Sink) table(m *pipeline.Message) *tableKeys {
 		b = appendBulkString(b, "XADD")
 		b = appendBulk(b, k)
 		b = appendBulkString(b, "*")
-		b = appendBulkString(b, pipeline.HeaderSeq)
+		b = appendBulkString(b, sink.HeaderSeq)
 		t.xadd[i] = b
 	}
 	s.tables[id] = t
@@ -856,7 +856,7 @@ func (s *Sink) table(m *pipeline.Message) *tableKeys {
 
 // build prepares the commands of as many of msgs as one transaction takes,
 // and returns how many.
-func (s *Sink) build(msgs []pipeline.Message) (int, error) {
+func (s *Sink) build(msgs []sink.Message) (int, error) {
 	s.body, s.arena = s.body[:0], s.arena[:0]
 	s.msgs, s.checks = s.msgs[:0], s.checks[:0]
 	s.gen++
@@ -870,7 +870,7 @@ func (s *Sink) build(msgs []pipeline.Message) (int, error) {
 		mc := msgCmds{start: len(s.body), seq: m.Seq, source: m.Source, snapshot: m.Snapshot}
 		if m.End != nil {
 			start := len(s.arena)
-			s.arena = pipeline.AppendEnd(s.arena, m.End)
+			s.arena = sink.AppendEnd(s.arena, m.End)
 			mc.endJSON = s.arenaBytes(start)
 		}
 		if s.cfg.Mode == ModeMaterialize {
@@ -894,7 +894,7 @@ func (s *Sink) arenaBytes(start int) []byte {
 }
 
 // appendEntry appends a message's XADD.
-func (s *Sink) appendEntry(mc *msgCmds, m *pipeline.Message, t *tableKeys, i int) {
+func (s *Sink) appendEntry(mc *msgCmds, m *sink.Message, t *tableKeys, i int) {
 	if t.gen != s.gen {
 		t.gen = s.gen
 		s.checks = append(s.checks, keyCheck{key: t.stream, want: "stream", first: i})
@@ -925,7 +925,7 @@ func (s *Sink) appendEntry(mc *msgCmds, m *pipeline.Message, t *tableKeys, i int
 //	present
 //	delete: DEL
 //	DDL: nothing (only the high-water mark moves)
-func (s *Sink) appendRow(mc *msgCmds, m *pipeline.Message, t *tableKeys, i int) error {
+func (s *Sink) appendRow(mc *msgCmds, m *sink.Message, t *tableKeys, i int) error {
 	switch m.Op {
 	case binlog.OpDelete:
 		s.body = appendArray(s.body, 2)

@@ -1,4 +1,4 @@
-package checkpoint
+package coord
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluice-cdc/sluice/checkpoint"
 )
 
 // EtcdStore keeps the checkpoint as JSON in one etcd key, for pipelines
@@ -15,7 +17,7 @@ import (
 //
 // The version of a checkpoint is the key's ModRevision, which etcd raises
 // on every write, so a Save conditioned on it is a compare-and-swap: it
-// fails with ErrConflict when anyone else wrote the key since the caller
+// fails with checkpoint.ErrConflict when anyone else wrote the key since the caller
 // loaded it.
 //
 // Guard fences a leader that lost its leadership without knowing it yet
@@ -33,24 +35,23 @@ type EtcdStore struct {
 	Guard func() clientv3.Cmp
 }
 
-var _ Store = (*EtcdStore)(nil)
+var _ checkpoint.Store = (*EtcdStore)(nil)
 
 // Load reads the key; a missing key is an empty checkpoint (Version 0).
 // Version is the key's ModRevision, whatever the stored JSON says.
-func (s *EtcdStore) Load(ctx context.Context) (Checkpoint, error) {
+func (s *EtcdStore) Load(ctx context.Context) (checkpoint.Checkpoint, error) {
 	resp, err := s.Client.Get(ctx, s.Key)
 	if err != nil {
-		return Checkpoint{}, fmt.Errorf("checkpoint: reading etcd key %s: %w", s.Key, err)
+		return checkpoint.Checkpoint{}, fmt.Errorf("checkpoint: reading etcd key %s: %w", s.Key, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return Checkpoint{}, nil
+		return checkpoint.Checkpoint{}, nil
 	}
 	kv := resp.Kvs[0]
-	var cp Checkpoint
-	if err := json.Unmarshal(kv.Value, &cp); err != nil {
-		return Checkpoint{}, fmt.Errorf("%w: etcd key %s: %v (delete the key to start over, or put back a good one)", ErrCorrupt, s.Key, err)
+	cp, err := checkpoint.Decode(kv.Value)
+	if err != nil {
+		return checkpoint.Checkpoint{}, fmt.Errorf("%w: etcd key %s: %v (delete the key to start over, or put back a good one)", checkpoint.ErrCorrupt, s.Key, err)
 	}
-	cp.upgrade()
 	cp.Version = uint64(kv.ModRevision)
 	return cp, nil
 }
@@ -58,10 +59,10 @@ func (s *EtcdStore) Load(ctx context.Context) (Checkpoint, error) {
 // Save writes cp if the key's ModRevision is still expected (0: the key
 // does not exist) and Guard, if set, holds; it returns the revision of
 // the write, the new version. A failed condition is an error wrapping
-// ErrConflict that says which: another writer saved, or the guard failed
+// checkpoint.ErrConflict that says which: another writer saved, or the guard failed
 // (leadership lost). Any other error (a timeout, a lost connection)
 // leaves it unknown whether the write landed: Load to find out.
-func (s *EtcdStore) Save(ctx context.Context, cp Checkpoint, expected uint64) (uint64, error) {
+func (s *EtcdStore) Save(ctx context.Context, cp checkpoint.Checkpoint, expected uint64) (uint64, error) {
 	// The stored version is meaningless (the revision is known only after
 	// the write); Load replaces it with the ModRevision.
 	cp.Version = 0
@@ -92,9 +93,9 @@ func (s *EtcdStore) Save(ctx context.Context, cp Checkpoint, expected uint64) (u
 		now = kvs[0].ModRevision
 	}
 	if now != int64(expected) {
-		return 0, fmt.Errorf("%w: etcd key %s is at version %d, expected %d", ErrConflict, s.Key, now, expected)
+		return 0, fmt.Errorf("%w: etcd key %s is at version %d, expected %d", checkpoint.ErrConflict, s.Key, now, expected)
 	}
-	return 0, fmt.Errorf("%w: etcd key %s not saved: %s", ErrConflict, s.Key, describeFailedGuard(guard, resp.Responses[1].GetResponseRange().Kvs))
+	return 0, fmt.Errorf("%w: etcd key %s not saved: %s", checkpoint.ErrConflict, s.Key, describeFailedGuard(guard, resp.Responses[1].GetResponseRange().Kvs))
 }
 
 // describeFailedGuard says what the guard's key held when the guard

@@ -1,4 +1,4 @@
-package checkpoint
+package coord_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/coord"
 	"github.com/sluice-cdc/sluice/internal/testenv/etcdenv"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -38,7 +40,7 @@ func TestEtcdStoreVersions(t *testing.T) {
 	e := etcdenv.Start(t)
 	cli := newEtcdClient(t, e.Endpoint())
 	ctx := testCtx(t)
-	s := &EtcdStore{Client: cli, Key: "/sluice/p1/checkpoint"}
+	s := &coord.EtcdStore{Client: cli, Key: "/sluice/p1/checkpoint"}
 
 	cp, err := s.Load(ctx)
 	if err != nil || cp.Version != 0 {
@@ -83,29 +85,29 @@ func TestEtcdStoreVersions(t *testing.T) {
 func TestEtcdStoreConflict(t *testing.T) {
 	e := etcdenv.Start(t)
 	ctx := testCtx(t)
-	a := &EtcdStore{Client: newEtcdClient(t, e.Endpoint()), Key: "/cp"}
-	b := &EtcdStore{Client: newEtcdClient(t, e.Endpoint()), Key: "/cp"}
+	a := &coord.EtcdStore{Client: newEtcdClient(t, e.Endpoint()), Key: "/cp"}
+	b := &coord.EtcdStore{Client: newEtcdClient(t, e.Endpoint()), Key: "/cp"}
 
 	// Two writers both think there is no checkpoint: one wins.
-	v, err := a.Save(ctx, Checkpoint{LastSeq: 1}, 0)
+	v, err := a.Save(ctx, checkpoint.Checkpoint{LastSeq: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = b.Save(ctx, Checkpoint{LastSeq: 2}, 0)
-	if !errors.Is(err, ErrConflict) {
-		t.Fatalf("second creator: %v, want ErrConflict", err)
+	_, err = b.Save(ctx, checkpoint.Checkpoint{LastSeq: 2}, 0)
+	if !errors.Is(err, checkpoint.ErrConflict) {
+		t.Fatalf("second creator: %v, want checkpoint.ErrConflict", err)
 	}
 	if want := "expected 0"; !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not say %q", err, want)
 	}
 
 	// A stale version loses to the newer one.
-	v2, err := b.Save(ctx, Checkpoint{LastSeq: 3}, v)
+	v2, err := b.Save(ctx, checkpoint.Checkpoint{LastSeq: 3}, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Save(ctx, Checkpoint{LastSeq: 4}, v); !errors.Is(err, ErrConflict) {
-		t.Fatalf("stale save: %v, want ErrConflict", err)
+	if _, err := a.Save(ctx, checkpoint.Checkpoint{LastSeq: 4}, v); !errors.Is(err, checkpoint.ErrConflict) {
+		t.Fatalf("stale save: %v, want checkpoint.ErrConflict", err)
 	}
 	if got, _ := a.Load(ctx); got.Version != v2 || got.LastSeq != 3 {
 		t.Fatalf("loaded %+v, want version %d, last_seq 3", got, v2)
@@ -124,10 +126,10 @@ func TestEtcdStoreGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	epoch := put.Header.Revision
-	s := &EtcdStore{Client: cli, Key: "/sluice/p1/checkpoint", Guard: func() clientv3.Cmp {
+	s := &coord.EtcdStore{Client: cli, Key: "/sluice/p1/checkpoint", Guard: func() clientv3.Cmp {
 		return clientv3.Compare(clientv3.CreateRevision(leader), "=", epoch)
 	}}
-	v, err := s.Save(ctx, Checkpoint{LastSeq: 1}, 0)
+	v, err := s.Save(ctx, checkpoint.Checkpoint{LastSeq: 1}, 0)
 	if err != nil {
 		t.Fatalf("save while leading: %v", err)
 	}
@@ -136,16 +138,16 @@ func TestEtcdStoreGuard(t *testing.T) {
 	if _, err := cli.Delete(ctx, leader); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Save(ctx, Checkpoint{LastSeq: 2}, v)
-	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "no longer exists") {
-		t.Fatalf("save after the leader key went: %v, want ErrConflict saying it no longer exists", err)
+	_, err = s.Save(ctx, checkpoint.Checkpoint{LastSeq: 2}, v)
+	if !errors.Is(err, checkpoint.ErrConflict) || !strings.Contains(err.Error(), "no longer exists") {
+		t.Fatalf("save after the leader key went: %v, want checkpoint.ErrConflict saying it no longer exists", err)
 	}
 	if _, err := cli.Put(ctx, leader, "other"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Save(ctx, Checkpoint{LastSeq: 2}, v)
-	if !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "leadership lost") {
-		t.Fatalf("save after a new leader: %v, want ErrConflict saying leadership lost", err)
+	_, err = s.Save(ctx, checkpoint.Checkpoint{LastSeq: 2}, v)
+	if !errors.Is(err, checkpoint.ErrConflict) || !strings.Contains(err.Error(), "leadership lost") {
+		t.Fatalf("save after a new leader: %v, want checkpoint.ErrConflict saying leadership lost", err)
 	}
 	if got, _ := s.Load(ctx); got.Version != v || got.LastSeq != 1 {
 		t.Fatalf("loaded %+v, want the leader's save (version %d) untouched", got, v)
@@ -159,17 +161,17 @@ func TestEtcdStoreCorrupt(t *testing.T) {
 	if _, err := cli.Put(ctx, "/cp", "{not json"); err != nil {
 		t.Fatal(err)
 	}
-	s := &EtcdStore{Client: cli, Key: "/cp"}
-	if _, err := s.Load(ctx); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("load of bad JSON: %v, want ErrCorrupt", err)
+	s := &coord.EtcdStore{Client: cli, Key: "/cp"}
+	if _, err := s.Load(ctx); !errors.Is(err, checkpoint.ErrCorrupt) {
+		t.Fatalf("load of bad JSON: %v, want checkpoint.ErrCorrupt", err)
 	}
 }
 
 func TestEtcdStoreHonoursDeadline(t *testing.T) {
 	e := etcdenv.Start(t)
 	p := etcdenv.NewProxy(t, e.Endpoint())
-	s := &EtcdStore{Client: newEtcdClient(t, p.Endpoint()), Key: "/cp"}
-	v, err := s.Save(testCtx(t), Checkpoint{LastSeq: 1}, 0)
+	s := &coord.EtcdStore{Client: newEtcdClient(t, p.Endpoint()), Key: "/cp"}
+	v, err := s.Save(testCtx(t), checkpoint.Checkpoint{LastSeq: 1}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,10 @@ func TestEtcdStoreHonoursDeadline(t *testing.T) {
 		do   func(context.Context) error
 	}{
 		{"load", func(ctx context.Context) error { _, err := s.Load(ctx); return err }},
-		{"save", func(ctx context.Context) error { _, err := s.Save(ctx, Checkpoint{LastSeq: 2}, v); return err }},
+		{"save", func(ctx context.Context) error {
+			_, err := s.Save(ctx, checkpoint.Checkpoint{LastSeq: 2}, v)
+			return err
+		}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		start := time.Now()

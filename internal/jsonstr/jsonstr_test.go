@@ -1,0 +1,48 @@
+package jsonstr
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+// The quoter writes what encoding/json writes, but for the characters
+// encoding/json escapes for HTML (<, >, &, U+2028, U+2029), which it
+// writes as they are: both decode to the same string.
+func TestAgainstEncodingJSON(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"", `""`},
+		{"plain ascii, longer than eight bytes", `"plain ascii, longer than eight bytes"`},
+		{"quote \" backslash \\ slash /", `"quote \" backslash \\ slash /"`},
+		{"\b\f\n\r\t\x00\x01\x1f", `"\b\f\n\r\t\u0000\u0001\u001f"`},
+		{"<a & b>\u2028\u2029", "\"<a & b>\u2028\u2029\""},
+		{"héllo, 世界, 🦆", `"héllo, 世界, 🦆"`},
+		{"bad \xff byte, cut \xe4\xb8 sequence", `"bad \ufffd byte, cut \ufffd\ufffd sequence"`},
+		{"\xed\xa0\x80 surrogate, \xc0\xaf overlong", `"\ufffd\ufffd\ufffd surrogate, \ufffd\ufffd overlong"`},
+	} {
+		if got := string(Append(nil, tc.in)); got != tc.want {
+			t.Errorf("Append(%q) = %s, want %s", tc.in, got, tc.want)
+		}
+		if got := string(Append(nil, []byte(tc.in))); got != tc.want {
+			t.Errorf("Append([]byte(%q)) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzAppend(f *testing.F) {
+	for _, s := range []string{"", "a\"b\\c\n", "<&>\u2028", "\xff\xe4\xb8", "0123456789abcdef\x7f\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var ours, theirs string
+		if err := json.Unmarshal(Append(nil, s), &ours); err != nil {
+			t.Fatalf("Append(%q) = %s is not JSON: %v", s, Append(nil, s), err)
+		}
+		want, _ := json.Marshal(s)
+		if err := json.Unmarshal(want, &theirs); err != nil {
+			t.Fatal(err)
+		}
+		if ours != theirs {
+			t.Fatalf("Append(%q) decodes to %q, encoding/json's quoting to %q", s, ours, theirs)
+		}
+	})
+}
