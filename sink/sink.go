@@ -63,9 +63,11 @@ type Message struct {
 	Key []byte
 	// Value is the encoded change (no trailing newline).
 	Value []byte
-	// End is set on the last message of a source transaction (or of a
-	// snapshot chunk): the source position just after it, from which the
-	// pipeline resumes when this message is the last one a sink holds.
+	// End is set on the last message of a source transaction: the source
+	// position just after it, from which the pipeline resumes when this
+	// message is the last one a sink holds. Snapshot rows carry none (a
+	// snapshot's progress is in the checkpoint; rows delivered after it
+	// are read again, see docs/DELIVERY.md).
 	End *position.Position
 	// Snapshot marks a row read by a snapshot.
 	Snapshot bool
