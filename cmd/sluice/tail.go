@@ -242,7 +242,7 @@ func tailCmd() *cobra.Command {
 				store = fs
 			}
 			pr := newPrinter(os.Stdout, out)
-			sink := &stdoutSink{p: pr, format: out.codecFormat(), name: out.name}
+			sink := &tailSink{p: pr, format: out.codecFormat(), name: out.name}
 			progress := newProgressReporter()
 			sc.Progress, sc.ProgressEvery = progress.report, progress.every()
 			p, err := pipeline.New(pipeline.Config{
@@ -289,7 +289,7 @@ func tailCmd() *cobra.Command {
 	f.StringVar(&from, "from", "current", "where to start: current, earliest, FILE:POS, or gtid:SET")
 	f.StringVar(&to, "to", "", "stop after the transaction reaching FILE:POS and print a summary")
 	f.StringVar(&onStatement, "on-statement-change", binlog.StatementStop, onStatementHelp)
-	f.StringVar(&ckpt, "checkpoint", "", "file to save the position after each printed transaction, and to resume from")
+	f.StringVar(&ckpt, "checkpoint", "", "file to save the position of what was printed in (within 0.1 s of printing it), and to resume from")
 	f.StringVar(&signal, "signal-table", "", "db.table whose inserted rows (id, type='snapshot', data='db.t1,db.t2') start an incremental snapshot of those tables while streaming; on MySQL without GTIDs the watermark method writes its watermark rows (type='watermark') there")
 	out.register(cmd)
 	snap.register(cmd)

@@ -26,10 +26,10 @@ const (
 	tailCheckpointEvery = 100 * time.Millisecond
 )
 
-// stdoutSink is `sluice tail`'s sink: it prints each change as a line
+// tailSink is `sluice tail`'s sink: it prints each change as a line
 // (pipeline.PlainSink: the encoder's line in the --format chosen, no
 // "sluice" block) and keeps the summary's figures in p.
-type stdoutSink struct {
+type tailSink struct {
 	p      *printer
 	format codec.Format
 	name   string // source.name in the lines (--name)
@@ -37,29 +37,29 @@ type stdoutSink struct {
 	err error
 }
 
-var _ pipeline.PlainSink = (*stdoutSink)(nil)
+var _ pipeline.PlainSink = (*tailSink)(nil)
 
-func (s *stdoutSink) Name() string { return "stdout" }
+func (s *tailSink) Name() string { return "stdout" }
 
 // Format is the --format's codec format (format none: sluice's, unused).
-func (s *stdoutSink) Format() codec.Format { return s.format }
+func (s *tailSink) Format() codec.Format { return s.format }
 
 // Plain is the encoding: none encodes nothing.
-func (s *stdoutSink) Plain() pipeline.Plain { return pipeline.Plain{None: s.p.none, Name: s.name} }
+func (s *tailSink) Plain() pipeline.Plain { return pipeline.Plain{None: s.p.none, Name: s.name} }
 
 // Chunk counts a chunk in the summary.
-func (s *stdoutSink) Chunk(t *binlog.Txn) { s.p.count(t) }
+func (s *tailSink) Chunk(t *binlog.Txn) { s.p.count(t) }
 
 // Recover: stdout holds nothing to find again; the checkpoint says where
 // the run resumes.
-func (s *stdoutSink) Recover(context.Context, uint64, string) (pipeline.Recovery, error) {
+func (s *tailSink) Recover(context.Context, uint64, string) (pipeline.Recovery, error) {
 	return pipeline.Recovery{}, nil
 }
 
 // Write prints the batch's lines (each message holds a run of them),
 // through the printer's buffer (a large run is written without a copy),
 // flushed before it returns.
-func (s *stdoutSink) Write(_ context.Context, b *pipeline.Batch) (string, error) {
+func (s *tailSink) Write(_ context.Context, b *pipeline.Batch) (string, error) {
 	p := s.p
 	for i := range b.Messages {
 		v := b.Messages[i].Value
@@ -74,7 +74,7 @@ func (s *stdoutSink) Write(_ context.Context, b *pipeline.Batch) (string, error)
 	return "", nil
 }
 
-func (s *stdoutSink) Close() error { return nil }
+func (s *tailSink) Close() error { return nil }
 
 // tailStore is tail's checkpoint file: the pipeline's checkpoint, with the
 // source's unfinished snapshot kept in the Snapshot field, where a
