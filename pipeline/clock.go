@@ -64,8 +64,12 @@ func (c *clockEstimate) add(offset, rtt int64) int64 {
 // interval on its own connection until ctx ends. The clock gives the
 // offset that event times are corrected by; the position, once the stream
 // has read past it, tells that the source has sent everything up to the
-// sample's time, which moves an idle or slow source's progress on.
+// sample's time, which moves an idle or slow source's progress on. A
+// standalone source (SourceConfig.Standalone) is not sampled.
 func (in *input) sampleClock(ctx context.Context, every time.Duration) {
+	if in.src.cfg.Standalone {
+		return
+	}
 	cfg := in.src.cfg.Binlog
 	var (
 		c    *client.Conn

@@ -179,6 +179,9 @@ func New(cfg Config) (*Pipeline, error) {
 		}
 		p.sinkFmt = append(p.sinkFmt, fi)
 	}
+	if err := checkPlain(&cfg); err != nil {
+		return nil, err
+	}
 	for _, sc := range cfg.Sources {
 		log := cfg.Logger
 		if len(cfg.Sources) > 1 {
@@ -470,6 +473,9 @@ type SourceStatus struct {
 	// SnapshotBlocked is how long the source's last consistent snapshot
 	// held writers back with its lock (MySQL; zero when it took none).
 	SnapshotBlocked time.Duration
+	// SnapshotMethod is the method its last initial snapshot used
+	// (snapshot.Result.Method; empty before one ran).
+	SnapshotMethod string
 }
 
 // Counters are totals since the process started.
@@ -661,6 +667,8 @@ type builder struct {
 	// some format has.
 	fmtTxn, fmtTrunc []bool
 	anyTxn, anyTrunc bool
+	// plain is set when the sink is a PlainSink (see plainTxn).
+	plain *plainOut
 }
 
 // txnCount counts the data events of a source's current transaction, for
@@ -736,7 +744,7 @@ type builderSource struct {
 }
 
 func newBuilder(p *Pipeline, w *writer, epoch, nextSeq uint64, holds [][]hold) *builder {
-	b := &builder{p: p, w: w, epoch: epoch, nextSeq: nextSeq, holds: holds}
+	b := &builder{p: p, w: w, epoch: epoch, nextSeq: nextSeq, holds: holds, plain: newPlainOut(p)}
 	for _, f := range p.formats {
 		b.fmtTxn = append(b.fmtTxn, f.IsDebezium() && f.TransactionMetadata)
 		b.fmtTrunc = append(b.fmtTrunc, f.TruncateEvents())
@@ -771,7 +779,11 @@ func (b *builder) batch() *batch {
 		b.cur = bt
 	default:
 		nf := len(b.p.formats)
-		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, nf*(b.p.cfg.BatchBytes+b.p.cfg.BatchBytes/2)), ends: make([]position.Position, len(b.srcs)), alt: make([][]Message, nf-1)}
+		bufCap := nf * (b.p.cfg.BatchBytes + b.p.cfg.BatchBytes/2)
+		if b.plain != nil && b.plain.none {
+			bufCap = 0 // nothing is encoded
+		}
+		b.cur = &batch{Batch: Batch{Epoch: b.epoch}, buf: make([]byte, 0, bufCap), ends: make([]position.Position, len(b.srcs)), alt: make([][]Message, nf-1)}
 	}
 	return b.cur
 }
@@ -780,6 +792,9 @@ func (b *builder) batch() *batch {
 // corrected event time (Unix ns, 0 when none) and size its memory as the
 // merger measured it when it was queued.
 func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size int) error {
+	if b.plain != nil {
+		return b.plainTxn(ctx, si, t, et, size)
+	}
 	bs := &b.srcs[si]
 	bt := b.batch()
 	n := len(t.Changes)
@@ -1185,7 +1200,7 @@ func (w *writer) run(ctx context.Context) error {
 // (and syncs) them together: group commit, which keeps latency low under
 // a steady load of small transactions.
 func (w *writer) gather(bt *batch) (_ *batch, closed bool) {
-	for bt.encoded < 4*w.p.cfg.BatchBytes*len(w.p.formats) && !bt.fixesStart {
+	for bt.encoded < 4*w.p.cfg.BatchBytes*len(w.p.formats) && !bt.fixesStart && !plainSink(w.p) {
 		select {
 		case nb, ok := <-w.in:
 			if !ok {

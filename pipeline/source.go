@@ -33,8 +33,10 @@ type SnapshotConfig struct {
 	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
 	// while its connections start (default 10s; see snapshot.Config).
 	LockTimeout time.Duration
-	// Progress, when set, receives the tables' progress every few seconds.
-	Progress func([]snapshot.TableProgress)
+	// Progress, when set, receives the tables' progress every few seconds
+	// (every ProgressEvery; default 5s).
+	Progress      func([]snapshot.TableProgress)
+	ProgressEvery time.Duration
 }
 
 // SourceConfig is one MySQL or MariaDB server to read.
@@ -57,6 +59,12 @@ type SourceConfig struct {
 	// SignalTable ("db.table"), when set, is a table whose inserted rows
 	// (type='snapshot', data='db.t1,db.t2') start incremental snapshots.
 	SignalTable string
+	// Standalone reads the source as a client of its own rather than as
+	// one process of a pipeline (`sluice tail`): Binlog.ServerID and
+	// ReplicaHost stay as given (zero: a random server_id and no replica
+	// host, so no takeover of an earlier process and no fence on MySQL),
+	// and the source's clock is not sampled on a second connection.
+	Standalone bool
 }
 
 // source drives one server: the snapshot when the mode asks for one, then
@@ -132,10 +140,10 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 	}
 	cfg.Logger = s.log
 	cfg.DeliverHeartbeats = true // alignment follows idle sources by them
-	if cfg.ReplicaHost == "" {
+	if cfg.ReplicaHost == "" && !s.cfg.Standalone {
 		cfg.ReplicaHost = "sluice-" + s.pipeline
 	}
-	if cfg.ServerID == 0 {
+	if cfg.ServerID == 0 && !s.cfg.Standalone {
 		cfg.ServerID = PipelineServerID(s.pipeline)
 	}
 	mode := s.cfg.Snapshot.Mode
@@ -196,6 +204,8 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 				SignalTable: s.cfg.SignalTable,
 				Logger:      s.log,
 				Progress:    sc.Progress,
+				// (Zero: the snapshot's default.)
+				ProgressEvery: sc.ProgressEvery,
 				Save: func(st snapshot.State) error {
 					return out.snapshotState(ctx, &st)
 				},
@@ -210,7 +220,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 			}
 			s.log.Info("snapshot done; streaming continues from its position", "rows", res.Rows, "tables", res.Tables, "method", res.Method, "position", res.Position.String())
 			if s.status != nil {
-				s.status(func(st *SourceStatus) { st.SnapshotBlocked = res.Blocked })
+				s.status(func(st *SourceStatus) { st.SnapshotBlocked, st.SnapshotMethod = res.Blocked, res.Method })
 			}
 			deferred = res.Deferred
 			if len(deferred) == 0 {

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -18,10 +18,7 @@ import (
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
-	"github.com/sluice-cdc/sluice/snapshot"
 )
-
-const tailSource = "tail" // the source name in checkpoints and messages
 
 type outputOpts struct {
 	format  string
@@ -95,40 +92,52 @@ func newPrinter(w io.Writer, o outputOpts) *printer {
 
 // txn prints one transaction chunk; it flushes at the end of a transaction.
 func (p *printer) txn(t *binlog.Txn) error {
+	if !p.none {
+		for i := range t.Changes {
+			ch := &t.Changes[i]
+			// Encoded straight into the writer's free space (Write then
+			// copies nothing), flushed first when the last event's size
+			// might not fit.
+			if p.w.Available() < 2*p.last+4096 && p.w.Buffered() > 0 {
+				if err := p.w.Flush(); err != nil {
+					return fmt.Errorf("writing output: %w", err)
+				}
+			}
+			b := p.w.AvailableBuffer()
+			if t.SnapshotLast && i == len(t.Changes)-1 {
+				b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotLast)
+			} else if t.Snapshot && ch.Op == binlog.OpDDL {
+				// The TRUNCATE before a table without a key read whole.
+				b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotTrue)
+			} else {
+				b = p.enc.AppendChange(b, t, ch)
+			}
+			if _, err := p.w.Write(b); err != nil {
+				return fmt.Errorf("writing output: %w", err)
+			}
+			p.last = len(b)
+			p.out += int64(len(b))
+		}
+	}
+	p.count(t)
+	if t.Last {
+		if err := p.w.Flush(); err != nil {
+			return fmt.Errorf("writing output: %w", err)
+		}
+	}
+	return nil
+}
+
+// count adds a chunk, once printed, to the summary's figures.
+func (p *printer) count(t *binlog.Txn) {
 	p.bytes += int64(t.Bytes)
 	rows := int64(0)
 	for i := range t.Changes {
-		ch := &t.Changes[i]
-		if ch.Op != binlog.OpDDL {
-			p.rows++
+		if t.Changes[i].Op != binlog.OpDDL {
 			rows++
 		}
-		if p.none {
-			continue
-		}
-		// Encoded straight into the writer's free space (Write then
-		// copies nothing), flushed first when the last event's size
-		// might not fit.
-		if p.w.Available() < 2*p.last+4096 && p.w.Buffered() > 0 {
-			if err := p.w.Flush(); err != nil {
-				return fmt.Errorf("writing output: %w", err)
-			}
-		}
-		b := p.w.AvailableBuffer()
-		if t.SnapshotLast && i == len(t.Changes)-1 {
-			b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotLast)
-		} else if t.Snapshot && ch.Op == binlog.OpDDL {
-			// The TRUNCATE before a table without a key read whole.
-			b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotTrue)
-		} else {
-			b = p.enc.AppendChange(b, t, ch)
-		}
-		if _, err := p.w.Write(b); err != nil {
-			return fmt.Errorf("writing output: %w", err)
-		}
-		p.last = len(b)
-		p.out += int64(len(b))
 	}
+	p.rows += rows
 	if p.first.IsZero() && rows > 0 {
 		// Rows, as p.rows counts them (DDL is not a row): the steady rate
 		// is (p.rows-p.firstRows) over the time after this chunk.
@@ -137,12 +146,6 @@ func (p *printer) txn(t *binlog.Txn) error {
 	if t.Last && !t.Snapshot && (len(t.Changes) > 0 || t.Chunk > 0) {
 		p.txns++
 	}
-	if t.Last {
-		if err := p.w.Flush(); err != nil {
-			return fmt.Errorf("writing output: %w", err)
-		}
-	}
-	return nil
 }
 
 // summary is the one-line report: totals, wall time from start, and the
@@ -203,16 +206,13 @@ func tailCmd() *cobra.Command {
 				return fmt.Errorf("--on-statement-change: %w", err)
 			}
 			cfg.OnStatementChange = onStatement
-			var signalDB, signalTable string
 			if signal != "" {
-				var ok bool
-				if signalDB, signalTable, ok = strings.Cut(signal, "."); !ok {
+				if _, _, ok := strings.Cut(signal, "."); !ok {
 					return fmt.Errorf("--signal-table %q: want db.table", signal)
 				}
 				if tables != "" {
 					tables += "," + signal // the signal table is always read
 				}
-				snap.signalTable = signal
 			}
 			if cfg.Tables, err = binlog.ParseFilter(tables); err != nil {
 				return err
@@ -225,58 +225,58 @@ func tailCmd() *cobra.Command {
 					return fmt.Errorf("--to: %w", err)
 				}
 			}
-			var store *checkpoint.FileStore
-			var cp checkpoint.Checkpoint
+			sc, err := snap.config()
+			if err != nil {
+				return err
+			}
+			var store checkpoint.Store = &memStore{}
 			if ckpt != "" {
-				store = &checkpoint.FileStore{Path: ckpt}
-				if cp, err = store.Load(cmd.Context()); err != nil {
+				fs := &tailStore{checkpoint.FileStore{Path: ckpt}}
+				cp, err := fs.Load(cmd.Context())
+				if err != nil {
 					return err
 				}
 				if p, ok := cp.Sources[tailSource]; ok && !p.IsZero() {
 					slog.Info("resuming from checkpoint", "file", ckpt, "position", p.String())
-					cfg.Start = p
 				}
+				store = fs
 			}
-			cfg.Logger = slog.Default()
 			pr := newPrinter(os.Stdout, out)
-			// A start position given by --from or a checkpoint counts as a
-			// saved position: snapshot mode initial then streams from it.
-			saved := !cfg.Start.IsZero() || cmd.Flags().Changed("from")
-			resume, err := pipeline.ResumeState(cp.Snapshot)
+			sink := &tailSink{p: pr, format: out.codecFormat(), name: out.name}
+			progress := newProgressReporter()
+			sc.Progress, sc.ProgressEvery = progress.report, progress.every()
+			p, err := pipeline.New(pipeline.Config{
+				Name: tailSource,
+				Source: pipeline.SourceConfig{
+					Name:   tailSource,
+					Binlog: cfg,
+					// A start position given by --from counts as a saved
+					// position (as a checkpoint's does): snapshot mode
+					// initial then streams from it.
+					StartGiven:  !cfg.Start.IsZero() || cmd.Flags().Changed("from"),
+					Snapshot:    sc,
+					SignalTable: signal,
+					Standalone:  true,
+				},
+				Sinks:           []pipeline.Sink{sink},
+				Store:           store,
+				BatchBytes:      tailBatchBytes,
+				BufferBytes:     tailBufferBytes,
+				CheckpointEvery: tailCheckpointEvery,
+				// One source: nothing to align, and an idle one is not
+				// "stalled".
+				Align:  pipeline.AlignConfig{MaxWait: math.MaxInt64},
+				Logger: slog.Default(),
+			})
 			if err != nil {
 				return err
 			}
-			if resume == nil {
-				done, err := snap.run(cmd.Context(), &cfg, saved, pr, store, &cp)
-				if err != nil || done {
-					if err == nil {
-						fmt.Fprintln(os.Stderr, pr.summary())
-					}
-					return err
-				}
+			err = p.Run(cmd.Context())
+			if sink.err != nil {
+				err = sink.err
 			}
-			r, err := binlog.NewReader(cfg)
-			if err != nil {
-				return err
-			}
-			defer r.Close()
-			// The binlog, with snapshot chunks read while it streams: what an
-			// interrupted snapshot left, and tables a signal row asks for.
-			s := snapshot.NewStream(r, snapshot.StreamConfig{Source: cfg, ChunkRows: snap.chunkRows, Logger: slog.Default(), SignalTable: signal})
-			defer s.Close()
-			if resume != nil {
-				slog.Info("resuming an interrupted snapshot while streaming", "ranges", len(resume.Ranges), "from", cfg.Start.String())
-				if err := snapshot.Resume(cmd.Context(), s, *resume); err != nil {
-					return err
-				}
-			}
-			for _, d := range snap.deferred {
-				if err := s.AddTable(cmd.Context(), d.Schema, d.Table, d.Where); err != nil {
-					return err
-				}
-			}
-			only := snap.mode == string(snapshot.ModeOnly)
-			err = tailLoop(cmd.Context(), s, signalDB, signalTable, only, pr, store, &cp)
+			st := p.Status().Sources[0]
+			pr.snapMethod, pr.snapBlocked = st.SnapshotMethod, st.SnapshotBlocked
 			if cfg.Stop.File != "" || out.format == "none" || err == nil {
 				fmt.Fprintln(os.Stderr, pr.summary())
 			}
@@ -289,7 +289,7 @@ func tailCmd() *cobra.Command {
 	f.StringVar(&from, "from", "current", "where to start: current, earliest, FILE:POS, or gtid:SET")
 	f.StringVar(&to, "to", "", "stop after the transaction reaching FILE:POS and print a summary")
 	f.StringVar(&onStatement, "on-statement-change", binlog.StatementStop, onStatementHelp)
-	f.StringVar(&ckpt, "checkpoint", "", "file to save the position after each printed transaction, and to resume from")
+	f.StringVar(&ckpt, "checkpoint", "", "file to save the position of what was printed in (within 0.1 s of printing it), and to resume from")
 	f.StringVar(&signal, "signal-table", "", "db.table whose inserted rows (id, type='snapshot', data='db.t1,db.t2') start an incremental snapshot of those tables while streaming; on MySQL without GTIDs the watermark method writes its watermark rows (type='watermark') there")
 	out.register(cmd)
 	snap.register(cmd)
@@ -315,51 +315,6 @@ func parseFrom(from string, cfg *binlog.Config) error {
 		cfg.Start = p
 	}
 	return nil
-}
-
-// tailLoop prints the stream until ctx ends or the stop position; with
-// untilSnapshotDone, until the stream has read every table queued on it.
-func tailLoop(ctx context.Context, stream *snapshot.Stream, signalDB, signalTable string, untilSnapshotDone bool, pr *printer, store *checkpoint.FileStore, cp *checkpoint.Checkpoint) error {
-	for {
-		if untilSnapshotDone && len(stream.Remaining()) == 0 {
-			return nil
-		}
-		txn, err := stream.Next(ctx)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if errors.Is(err, context.Canceled) {
-				_ = pr.w.Flush()
-				return nil
-			}
-			return err
-		}
-		if signalTable != "" {
-			if err := pipeline.Signals(ctx, stream, txn, signalDB, signalTable, slog.Default()); err != nil {
-				return err
-			}
-		}
-		if err := pr.txn(txn); err != nil {
-			return err
-		}
-		last, end, snap := txn.Last, txn.End, txn.Snapshot
-		txn.Release() // printed: its memory can serve the next chunks
-		if store == nil || !last || end.IsZero() {
-			continue
-		}
-		pos := end
-		if snap { // a snapshot chunk moves the snapshot on, not the stream
-			pos = cp.Sources[tailSource]
-		}
-		var st *snapshot.State
-		if left := stream.Saved(); len(left) > 0 {
-			st = &snapshot.State{Ranges: left, Tables: stream.MarkTables()}
-		}
-		if err := saveCheckpoint(ctx, store, cp, pos, st); err != nil {
-			return err
-		}
-	}
 }
 
 const onStatementHelp = "what a change to a selected table logged as an SQL statement (binlog_format STATEMENT or MIXED) does: stop (exit with an error naming it) or skip (warn and go on without its rows)"
