@@ -277,6 +277,13 @@ func tailCmd() *cobra.Command {
 			}
 			st := p.Status().Sources[0]
 			pr.snapMethod, pr.snapBlocked = st.SnapshotMethod, st.SnapshotBlocked
+			if err == nil && cmd.Context().Err() != nil && !st.Streaming {
+				// Interrupted before the stream began (in the initial
+				// snapshot): exit 130, as an interrupted command does and
+				// as tail did before it ran the pipeline. The checkpoint
+				// holds the snapshot's progress.
+				err = cmd.Context().Err()
+			}
 			if cfg.Stop.File != "" || out.format == "none" || err == nil {
 				fmt.Fprintln(os.Stderr, pr.summary())
 			}
