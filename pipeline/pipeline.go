@@ -788,14 +788,10 @@ func (b *builder) batch() *batch {
 	return b.cur
 }
 
-// txn encodes one chunk of source si into the current batch; et is its
-// corrected event time (Unix ns, 0 when none) and size its memory as the
-// merger measured it when it was queued.
-func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size int) error {
-	if b.plain != nil {
-		return b.plainTxn(ctx, si, t, et, size)
-	}
-	bs := &b.srcs[si]
+// chunkStart notes chunk t in the current batch (when it was read,
+// whether it is a snapshot's) and returns the batch, the chunk's number
+// of changes and its corrected event time (et, Unix ns; zero when 0).
+func (b *builder) chunkStart(t *binlog.Txn, et int64) (*batch, int, time.Time) {
 	bt := b.batch()
 	n := len(t.Changes)
 	if n > 0 {
@@ -808,6 +804,38 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 	if et != 0 {
 		evt = time.Unix(0, et)
 	}
+	return bt, n, evt
+}
+
+// snapMark is the snapshot mark of change i of chunk t of source si, in
+// the message numbered seq: a snapshot's last row is marked last, once
+// (not when read again after a restart whose sinks all hold it marked);
+// the TRUNCATE before a keyless table read again whole is a snapshot
+// change.
+func (b *builder) snapMark(bt *batch, si int, t *binlog.Txn, i int, seq uint64) codec.Snapshot {
+	switch {
+	case t.SnapshotLast && i == len(t.Changes)-1:
+		if si < len(b.noLast) && b.noLast[si] {
+			b.noLast[si] = false // read again after a restart; the sinks hold it marked
+			return codec.SnapshotAuto
+		}
+		bt.lastMarks = append(bt.lastMarks, srcSeq{si, seq})
+		return codec.SnapshotLast
+	case t.Snapshot && t.Changes[i].Op == binlog.OpDDL:
+		return codec.SnapshotTrue
+	}
+	return codec.SnapshotAuto
+}
+
+// txn encodes one chunk of source si into the current batch; et is its
+// corrected event time (Unix ns, 0 when none) and size its memory as the
+// merger measured it when it was queued.
+func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size int) error {
+	if b.plain != nil {
+		return b.plainTxn(ctx, si, t, et, size)
+	}
+	bs := &b.srcs[si]
+	bt, n, evt := b.chunkStart(t, et)
 	var txnMask uint64
 	if b.holds != nil && !t.Snapshot {
 		txnMask = b.heldBy(si, t)
@@ -829,18 +857,7 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 		ch := &t.Changes[i]
 		seq := b.nextSeq
 		b.nextSeq++
-		snap := codec.SnapshotAuto
-		if t.SnapshotLast && i == n-1 {
-			if si < len(b.noLast) && b.noLast[si] {
-				// Read again after a restart; the sinks hold it marked.
-				b.noLast[si] = false
-			} else {
-				snap = codec.SnapshotLast
-				bt.lastMarks = append(bt.lastMarks, srcSeq{si, seq})
-			}
-		} else if t.Snapshot && ch.Op == binlog.OpDDL {
-			snap = codec.SnapshotTrue // the TRUNCATE before a keyless table read again whole
-		}
+		snap := b.snapMark(bt, si, t, i, seq)
 		last := t.Last && !t.Snapshot && i == n-1
 		// Transaction metadata: the orders of this change's event (and of
 		// the create, for an update that changed the primary key).

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
@@ -107,32 +106,11 @@ func (b *builder) plainTxn(ctx context.Context, si int, t *binlog.Txn, et int64,
 		b.plain.read = 0 // a new batch
 	}
 	b.plain.read += size
-	bt := b.batch()
-	n := len(t.Changes)
-	if n > 0 {
-		bt.read = append(bt.read, b.p.cfg.Now())
-	}
-	if t.Snapshot && n > 0 {
-		bt.inSnapshot = true
-	}
-	var evt time.Time
-	if et != 0 {
-		evt = time.Unix(0, et)
-	}
+	bt, n, evt := b.chunkStart(t, et)
 	v0 := len(bt.buf)
 	for i := range t.Changes {
 		ch := &t.Changes[i]
-		snap := codec.SnapshotAuto
-		if t.SnapshotLast && i == n-1 {
-			if si < len(b.noLast) && b.noLast[si] {
-				b.noLast[si] = false // read again after a restart (see txn)
-			} else {
-				snap = codec.SnapshotLast
-				bt.lastMarks = append(bt.lastMarks, srcSeq{si, b.nextSeq})
-			}
-		} else if t.Snapshot && ch.Op == binlog.OpDDL {
-			snap = codec.SnapshotTrue // the TRUNCATE before a keyless table read again whole
-		}
+		snap := b.snapMark(bt, si, t, i, b.nextSeq)
 		if b.plain.none {
 			continue
 		}

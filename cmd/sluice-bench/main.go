@@ -16,69 +16,27 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"strings"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-cdc/sluice/internal/cmdmain"
 	"github.com/sluice-cdc/sluice/position"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	root := &cobra.Command{
 		Use:           "sluice-bench",
 		Short:         "Benchmarks that measure sluice beside its peers in one run",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	var verbose bool
-	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug messages")
-	root.PersistentPreRun = func(*cobra.Command, []string) {
-		level := slog.LevelInfo
-		if verbose {
-			level = slog.LevelDebug
-		}
-		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	}
 	root.AddCommand(libslaveCmd(), childCmd(), snapshotCmd(), pipelineCmd(), sourcesCmd())
-	// SLUICE_CPUPROFILE=file writes a CPU profile of the whole run (as
-	// sluice does), e.g. of the in-process pipeline benchmark.
-	if path := os.Getenv("SLUICE_CPUPROFILE"); path != "" {
-		if f, err := os.Create(path); err == nil {
-			if err := pprof.StartCPUProfile(f); err == nil {
-				defer pprof.StopCPUProfile()
-			}
-		}
-	}
-	// SLUICE_MEMPROFILE=file writes a heap profile (allocations included) at exit.
-	if path := os.Getenv("SLUICE_MEMPROFILE"); path != "" {
-		runtime.MemProfileRate = 64 << 10
-		defer func() {
-			if f, err := os.Create(path); err == nil {
-				_ = pprof.Lookup("allocs").WriteTo(f, 0)
-				f.Close()
-			}
-		}()
-	}
-	if err := root.ExecuteContext(ctx); err != nil {
-		pprof.StopCPUProfile()
-		if errors.Is(err, context.Canceled) {
-			os.Exit(130)
-		}
-		fmt.Fprintln(os.Stderr, "sluice-bench:", err)
-		os.Exit(1)
-	}
+	cmdmain.Run(root)
 }
 
 // sluiceFlag is the --sluice flag of the benchmarks that run sluice in a
