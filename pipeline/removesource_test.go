@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
@@ -32,40 +31,13 @@ func TestSourceRemovedLeavingOne(t *testing.T) {
 		}
 		t.Cleanup(func() { out.Close() })
 		store := &frozenStore{FileStore: checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}}
-		source := func(s *shard) pipeline.SourceConfig {
-			src, err := binlog.ParseSourceURL(s.db.URL())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if src.Tables, err = binlog.ParseFilter("app.t"); err != nil {
-				t.Fatal(err)
-			}
-			src.StartAt = binlog.StartCurrent
-			return pipeline.SourceConfig{Name: s.name, Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"}}
-		}
 		run := func(srcs ...pipeline.SourceConfig) *running {
-			p, err := pipeline.New(pipeline.Config{
+			return startRunning(t, pipeline.Config{
 				Name: "removed", Sources: srcs, Sinks: []pipeline.Sink{out}, Store: store,
 				CheckpointEvery: 50 * time.Millisecond, RetryMin: 10 * time.Millisecond,
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			r := &running{p: p, done: make(chan error, 1), stop: cancel}
-			go func() { r.done <- p.Run(ctx) }()
-			r.waitStreaming(t)
-			return r
 		}
 		ctx := context.Background()
-		insert := func(s *shard, n int) {
-			t.Helper()
-			for range n {
-				if err := s.db.Exec(ctx, "INSERT INTO app.t (v) VALUES (1)"); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
 		// waitRows waits until the sink holds want1 rows of shard1 and
 		// want2 of shard2, failing on a repeat or a number out of order.
 		waitRows := func(want1, want2 int) {
@@ -106,9 +78,9 @@ func TestSourceRemovedLeavingOne(t *testing.T) {
 
 		// Run 1, both sources: their rows checkpointed, then one more
 		// transaction of shard2 in the sink and not in the checkpoint.
-		r := run(source(shards[0]), source(shards[1]))
-		insert(shards[0], 3)
-		insert(shards[1], 3)
+		r := run(appTSource(t, shards[0]), appTSource(t, shards[1]))
+		insertT(t, shards[0], 3)
+		insertT(t, shards[1], 3)
 		waitRows(3, 3)
 		time.Sleep(200 * time.Millisecond) // a checkpoint covers them
 		store.frozen.Store(true)
@@ -121,8 +93,8 @@ func TestSourceRemovedLeavingOne(t *testing.T) {
 		store.frozen.Store(false)
 
 		// Run 2, shard1 alone: its new rows all arrive.
-		r = run(source(shards[0]))
-		insert(shards[0], 3)
+		r = run(appTSource(t, shards[0]))
+		insertT(t, shards[0], 3)
 		waitRows(6, 5)
 		time.Sleep(200 * time.Millisecond)
 		waitRows(6, 5)

@@ -1125,6 +1125,46 @@ func readApart(dir string) (map[int64]bool, int, error) {
 	return big, small, nil
 }
 
+// appTSource reads shard s's app.t from the server's current position,
+// without a snapshot.
+func appTSource(t *testing.T, s *shard) pipeline.SourceConfig {
+	t.Helper()
+	src, err := binlog.ParseSourceURL(s.db.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.Tables, err = binlog.ParseFilter("app.t"); err != nil {
+		t.Fatal(err)
+	}
+	src.StartAt = binlog.StartCurrent
+	return pipeline.SourceConfig{Name: s.name, Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"}}
+}
+
+// startRunning runs a pipeline of cfg until its stop is called, and
+// returns once every source streams.
+func startRunning(t *testing.T, cfg pipeline.Config) *running {
+	t.Helper()
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{p: p, done: make(chan error, 1), stop: cancel}
+	go func() { r.done <- p.Run(ctx) }()
+	r.waitStreaming(t)
+	return r
+}
+
+// insertT writes n one-row transactions into shard s's app.t.
+func insertT(t *testing.T, s *shard, n int) {
+	t.Helper()
+	for range n {
+		if err := s.db.Exec(context.Background(), "INSERT INTO app.t (v) VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // frozenStore is a checkpoint store that can be made to fail every save:
 // the pipeline then stops as after a crash, its sinks holding more than
 // the stored checkpoint says.
@@ -1169,39 +1209,17 @@ func manySourcesCheckpointCatchesUp(t *testing.T, flavorOf func(int) position.Fl
 	store := &frozenStore{FileStore: checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}}
 	var srcs []pipeline.SourceConfig
 	for _, s := range shards {
-		src, err := binlog.ParseSourceURL(s.db.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if src.Tables, err = binlog.ParseFilter("app.t"); err != nil {
-			t.Fatal(err)
-		}
-		src.StartAt = binlog.StartCurrent
-		srcs = append(srcs, pipeline.SourceConfig{Name: s.name, Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"}})
+		srcs = append(srcs, appTSource(t, s))
 	}
 	cfg := pipeline.Config{
 		Name: "catchup", Sources: srcs, Sinks: sinks, Store: store,
 		CheckpointEvery: 50 * time.Millisecond, RetryMin: 10 * time.Millisecond,
 	}
-	run := func() *running {
-		p, err := pipeline.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		r := &running{p: p, done: make(chan error, 1), stop: cancel}
-		go func() { r.done <- p.Run(ctx) }()
-		r.waitStreaming(t)
-		return r
-	}
+	run := func() *running { return startRunning(t, cfg) }
 	ctx := context.Background()
 	insert := func(s *shard, n int) {
 		t.Helper()
-		for range n {
-			if err := s.db.Exec(ctx, "INSERT INTO app.t (v) VALUES (1)"); err != nil {
-				t.Fatal(err)
-			}
-		}
+		insertT(t, s, n)
 	}
 	// rows counts each sink's app.t rows per source, failing on a repeat.
 	rows := func() map[string]map[string]int {
