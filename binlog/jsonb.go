@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -84,6 +85,16 @@ func jsonErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrCorruptJSON}, args...)...)
 }
 
+// appendJSONString appends s quoted. MySQL's JSON holds only valid
+// utf8mb4, so a string or key (what names which) that is not valid UTF-8
+// is a corrupt event: an error, never a silent replacement.
+func appendJSONString(dst, s []byte, what string) ([]byte, error) {
+	if !utf8.Valid(s) {
+		return dst, jsonErr("%s is not valid UTF-8 (MySQL stores JSON as utf8mb4)", what)
+	}
+	return jsonstr.Append(dst, s), nil
+}
+
 func (j *jsonbDecoder) spend(n int) error {
 	j.budget -= n
 	if j.budget < 0 {
@@ -116,7 +127,7 @@ func (j *jsonbDecoder) value(dst []byte, t byte, data []byte, depth int) ([]byte
 		if err := j.spend(n + l); err != nil {
 			return dst, err
 		}
-		return jsonstr.Append(dst, data[n:n+l]), nil
+		return appendJSONString(dst, data[n:n+l], "a string")
 	case jsonbOpaque:
 		if len(data) < 1 {
 			return dst, jsonErr("truncated opaque value")
@@ -241,7 +252,10 @@ func (j *jsonbDecoder) container(dst []byte, t byte, data []byte, depth int) ([]
 			if err := j.spend(int(klen)); err != nil {
 				return dst, err
 			}
-			dst = jsonstr.Append(dst, data[koff:koff+klen])
+			var err error
+			if dst, err = appendJSONString(dst, data[koff:koff+klen], "a key"); err != nil {
+				return dst, err
+			}
 			dst = append(dst, ':')
 		}
 		e := valStart + i*int(valEntry)

@@ -603,3 +603,25 @@ func BenchmarkJSONB(b *testing.B) {
 		}
 	}
 }
+
+// A string or key that is not valid UTF-8 is a corrupt document: MySQL
+// stores JSON as utf8mb4, so such bytes mean a damaged event, and
+// replacing them would change the value in silence.
+func TestJSONBInvalidUTF8(t *testing.T) {
+	for name, doc := range map[string]jv{
+		"string":        jStr("ab\xffcd"),
+		"nested string": jArr(false, jInt(jsonbInt16, 1), jObj(false, "k", jStr("\xc3("))),
+		"key":           jObj(false, "k\xe2\x82", jLit(jsonbNull)),
+		"surrogate":     jStr("\xed\xa0\x80"),
+	} {
+		out, err := appendJSONB(nil, encodeJSONB(doc))
+		if !errors.Is(err, ErrCorruptJSON) || !strings.Contains(err.Error(), "not valid UTF-8") {
+			t.Errorf("%s: got %q, %v; want an ErrCorruptJSON saying the bytes are not valid UTF-8", name, out, err)
+		}
+	}
+	// Valid multi-byte text passes as it is.
+	out, err := appendJSONB(nil, encodeJSONB(jObj(false, "clé", jStr("naïve ☃ 😀"))))
+	if err != nil || string(out) != `{"clé":"naïve ☃ 😀"}` {
+		t.Fatalf("got %q, %v", out, err)
+	}
+}

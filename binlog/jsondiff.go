@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 
-	"github.com/sluice-cdc/sluice/internal/jsonstr"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -468,7 +467,9 @@ func (j *jsonbDecoder) render(dst []byte, n *jnode, depth int) ([]byte, error) {
 			if err := j.spend(len(c.keys[i])); err != nil {
 				return dst, err
 			}
-			dst = jsonstr.Append(dst, c.keys[i])
+			if dst, err = appendJSONString(dst, c.keys[i], "a key"); err != nil {
+				return dst, err
+			}
 			dst = append(dst, ':')
 		}
 		if dst, err = j.render(dst, &c.kids[i], depth+1); err != nil {
