@@ -606,27 +606,52 @@ func (s *Sink) tableInfo(side Side, t *binlog.Table) (*tableInfo, error) {
 	return ti, nil
 }
 
+// eventAction is what the join does with one change event of a side's
+// table.
+type eventAction uint8
+
+const (
+	eventSkip    eventAction = iota // the event changes nothing
+	eventAdd                        // its row (the after image) joins: Operator.Add
+	eventRetract                    // its row leaves the state: Operator.Retract
+)
+
+// action says what change events of kind op do under the events options
+// (defaults filled in): inserts join; snapshot reads join with snapshot:
+// join; updates join (the after image, as a new row) with updates: join;
+// deletes retract with deletes: retract; everything else is skipped.
+func (ev Events) action(op binlog.Op) eventAction {
+	switch op {
+	case binlog.OpInsert:
+		return eventAdd
+	case binlog.OpRead:
+		if ev.Snapshot == SnapshotJoin {
+			return eventAdd
+		}
+	case binlog.OpUpdate:
+		if ev.Updates == UpdatesJoin {
+			return eventAdd
+		}
+	case binlog.OpDelete:
+		if ev.Deletes == DeletesRetract {
+			return eventRetract
+		}
+	}
+	return eventSkip
+}
+
 // apply joins one change on one side.
 func (s *Sink) apply(side Side, m *sink.Message, ch *binlog.Change) error {
-	ev := s.cfg.Events
 	var row, fallback binlog.Row
-	switch ch.Op {
-	case binlog.OpInsert:
+	switch s.cfg.Events.action(ch.Op) {
+	case eventSkip:
+		return nil
+	case eventAdd:
 		row = ch.After
-	case binlog.OpRead:
-		if ev.Snapshot != SnapshotJoin {
-			return nil
+		if ch.Op == binlog.OpUpdate {
+			fallback = ch.Before
 		}
-		row = ch.After
-	case binlog.OpUpdate:
-		if ev.Updates != UpdatesJoin {
-			return nil
-		}
-		row, fallback = ch.After, ch.Before
-	case binlog.OpDelete:
-		if ev.Deletes != DeletesRetract {
-			return nil
-		}
+	case eventRetract:
 		ti, err := s.tableInfo(side, ch.Table)
 		if err != nil {
 			return err
@@ -635,8 +660,6 @@ func (s *Sink) apply(side Side, m *sink.Message, ch *binlog.Change) error {
 		s.mu.kbuf = codec.AppendChangeKey(s.mu.kbuf[:0], ch)
 		_, err = s.mu.op.Retract(side, key, s.mu.kbuf)
 		return err
-	default:
-		return nil
 	}
 	ti, err := s.tableInfo(side, ch.Table)
 	if err != nil {
