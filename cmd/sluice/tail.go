@@ -61,7 +61,10 @@ func (o *outputOpts) codecFormat() codec.Format {
 
 // printer writes changes and keeps the summary figures.
 type printer struct {
-	w     *bufio.Writer
+	w *bufio.Writer
+	// out0 is what w writes to: a run of lines too large for w's free
+	// space is written to it directly.
+	out0  io.Writer
 	enc   *codec.Encoder
 	none  bool
 	last  int // bytes of the last event written
@@ -84,6 +87,7 @@ type printer struct {
 func newPrinter(w io.Writer, o outputOpts) *printer {
 	return &printer{
 		w:     bufio.NewWriterSize(w, 256<<10),
+		out0:  w,
 		enc:   codec.NewEncoder(codec.Source{Name: o.name}, codec.WithFormat(o.codecFormat())),
 		none:  o.format == "none",
 		start: time.Now(),

@@ -56,22 +56,63 @@ func (s *tailSink) Recover(context.Context, uint64, string) (pipeline.Recovery, 
 	return pipeline.Recovery{}, nil
 }
 
-// Write prints the batch's lines (each message holds a run of them),
-// through the printer's buffer (a large run is written without a copy),
-// flushed before it returns.
+// Write prints the batch's lines (each message holds a run of them). The
+// values of a batch lie one after the other in the pipeline's buffer, so
+// adjacent ones are printed as one run, written straight to the output
+// (after what the printer's buffer holds) rather than copied into it.
 func (s *tailSink) Write(_ context.Context, b *pipeline.Batch) (string, error) {
 	p := s.p
+	var run []byte
 	for i := range b.Messages {
 		v := b.Messages[i].Value
-		p.w.Write(v) // an error stays in the writer, for Flush
 		p.out += int64(len(v))
+		if follows(run, v) {
+			run = run[:len(run)+len(v)]
+			continue
+		}
+		if err := s.print(run); err != nil {
+			return "", err
+		}
+		run = v
+	}
+	if err := s.print(run); err != nil {
+		return "", err
 	}
 	if err := p.w.Flush(); err != nil {
-		s.err = fmt.Errorf("writing output: %w", err)
-		// The run stops; tail reports s.err.
-		return "", fmt.Errorf("%w (%w)", s.err, pipeline.ErrPermanent)
+		return "", s.fail(err)
 	}
 	return "", nil
+}
+
+// follows reports whether v begins where run ends, in the same array.
+func follows(run, v []byte) bool {
+	return len(run) > 0 && len(v) > 0 && cap(run) > len(run) && &run[:len(run)+1][len(run)] == &v[0]
+}
+
+// print writes run to the output, after what the printer's buffer holds.
+func (s *tailSink) print(run []byte) error {
+	if len(run) == 0 {
+		return nil
+	}
+	p := s.p
+	if len(run) < p.w.Available() {
+		p.w.Write(run) // fits: one write with the next run; an error stays in the writer, for Flush
+		return nil
+	}
+	if err := p.w.Flush(); err != nil {
+		return s.fail(err)
+	}
+	if _, err := p.out0.Write(run); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+// fail records the output's error, which ends the run (tail reports
+// s.err), and returns it as permanent.
+func (s *tailSink) fail(err error) error {
+	s.err = fmt.Errorf("writing output: %w", err)
+	return fmt.Errorf("%w (%w)", s.err, pipeline.ErrPermanent)
 }
 
 func (s *tailSink) Close() error { return nil }
