@@ -67,6 +67,10 @@ type Violation struct {
 	Value   string
 	Allowed []string
 	Min     string
+	// Want is, for an enum, what the key takes in words: the want tag,
+	// else the allowed values listed ("a, b or c"). For packages whose
+	// messages are worded their own way.
+	Want string
 	// Msg says what is wrong, in the words of the config's errors:
 	// `"wait": want proceed or fail`, "must not be negative".
 	Msg string
@@ -221,7 +225,7 @@ func checkField(fv reflect.Value, f field, path string) *Violation {
 			if !ok {
 				want = List(allowed)
 			}
-			return &Violation{Key: key, Value: s, Allowed: allowed, Msg: fmt.Sprintf("%q: want %s", s, want)}
+			return &Violation{Key: key, Value: s, Allowed: allowed, Want: want, Msg: fmt.Sprintf("%q: want %s", s, want)}
 		}
 	}
 	if m, ok := f.sf.Tag.Lookup("min"); ok {

@@ -131,8 +131,13 @@ func TestCheck(t *testing.T) {
 	}
 	b := ok
 	b.Level = "loud"
-	if v := Check(&b); v.Value != "loud" || !reflect.DeepEqual(v.Allowed, []string{"debug", "info", "warn", "error"}) {
+	if v := Check(&b); v.Value != "loud" || v.Want != "debug, info, warn or error" || !reflect.DeepEqual(v.Allowed, []string{"debug", "info", "warn", "error"}) {
 		t.Errorf("violation = %+v, want the value and the allowed values", v)
+	}
+	b = ok
+	b.Stmt = "halt"
+	if v := Check(&b); v.Want != "stop (the default) or skip" {
+		t.Errorf("want tag: Want = %q", v.Want)
 	}
 	// With keys, only those are checked, in the order given.
 	b = ok
