@@ -3,6 +3,13 @@
 // and wrong types are errors that name the key and its line, and ${VAR} or
 // ${VAR:-default} in any value is replaced from the environment (for
 // secrets).
+//
+// Each block is defined once, by its struct: besides yaml, the tags of
+// its fields give a key's default (default:"30s"; computed:"..." for one
+// that code works out below), its allowed values (enum:"proceed,fail")
+// and its lower bound (min:"0"), read by package internal/confdef. Parse
+// applies the defaults and checks the values from them; the rules between
+// keys are code in validate; docs/CONFIG.md is tested against the tags.
 package config
 
 import (
@@ -168,7 +175,7 @@ type Sink struct {
 	// sluice (default) or debezium, given as a name (format: debezium) or
 	// as a block with Debezium's option names (format: {name: debezium,
 	// schemas: true, decimal.handling.mode: string}).
-	Format Format `yaml:"format"`
+	Format Format `yaml:"format" default:"sluice"`
 	// Line is where the sink is defined, for messages.
 	Line int `yaml:"-"`
 	// Join names the join whose records (or dead letters) the sink
