@@ -155,7 +155,7 @@ type Snapshot struct {
 	Mode      string            `yaml:"mode" default:"initial" enum:"initial,never,when_needed,always,only"`
 	Method    string            `yaml:"method" default:"consistent" enum:"consistent,watermark"`
 	Parallel  int               `yaml:"parallel" default:"2"`
-	ChunkRows int               `yaml:"chunk_rows" default:"16384"`
+	ChunkRows int               `yaml:"chunk_rows" computed:"16384 (4096 for tables read while streaming)"`
 	Where     map[string]string `yaml:"where"`
 	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
 	// while its connections start (default 10s).

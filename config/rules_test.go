@@ -45,6 +45,9 @@ func TestLibraryRulesAgree(t *testing.T) {
 		s.OnStatementChange != binlog.StatementStop || snapshot.Mode(s.Snapshot.Mode) != snapshot.ModeInitial {
 		t.Errorf("source defaults: %+v", s)
 	}
+	if n := c.Source.Snapshot.ChunkRows; n != 0 {
+		t.Errorf("snapshot.chunk_rows %d: its default is computed by package snapshot (16384, 4096 while streaming), so it must stay 0", n)
+	}
 	if a := c.Align; a.MaxWait.String() != "30s" || a.OnStall != pipeline.StallProceed || a.SampleEvery.String() != "250ms" || a.MaxSkew != 0 {
 		t.Errorf("align defaults: %+v", a)
 	}
