@@ -20,7 +20,6 @@ import (
 	"os"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -518,18 +517,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
 // yamlFields adds the YAML keys of struct t and their types, with those of
 // its inlined structs (`yaml:",inline"`).
 func yamlFields(t reflect.Type, fields map[string]reflect.Type, names *[]string) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := strings.Split(f.Tag.Get("yaml"), ",")
-		if slices.Contains(tag[1:], "inline") && f.Type.Kind() == reflect.Struct {
-			yamlFields(f.Type, fields, names)
-			continue
-		}
-		if tag[0] == "" || tag[0] == "-" {
-			continue
-		}
-		fields[tag[0]] = f.Type
-		*names = append(*names, tag[0])
+	for _, f := range confdef.Fields(t) {
+		fields[f.Key] = f.Type
+		*names = append(*names, f.Key)
 	}
 }
 

@@ -112,6 +112,25 @@ func fields(t reflect.Type) []field {
 	return out
 }
 
+// Field is one YAML key of a block and the Go type of its value.
+type Field struct {
+	Key  string
+	Type reflect.Type
+}
+
+// Fields lists the YAML keys of struct type t in field order, with those
+// of its inlined structs (`yaml:",inline"`), as the YAML decoder takes
+// them: the one reading of a block's keys (config's check of unknown keys
+// uses it too).
+func Fields(t reflect.Type) []Field {
+	fs := fields(t)
+	out := make([]Field, len(fs))
+	for i, f := range fs {
+		out[i] = Field{Key: f.key, Type: f.sf.Type}
+	}
+	return out
+}
+
 // isBlock reports whether values of t are blocks whose keys confdef
 // follows: structs other than durations and yaml.Node.
 func isBlock(t reflect.Type) bool {

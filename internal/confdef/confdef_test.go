@@ -150,6 +150,20 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestFields(t *testing.T) {
+	var keys []string
+	for _, f := range Fields(reflect.TypeOf(block{})) {
+		keys = append(keys, f.Key)
+		if f.Key == "wait" && f.Type != reflect.TypeOf(time.Duration(0)) {
+			t.Errorf("wait: type %s", f.Type)
+		}
+	}
+	want := []string{"name", "wait", "level", "stmt", "topic", "create", "bytes", "ratio", "inner", "opt", "list", "tags", "raw", "ca_file"}
+	if !reflect.DeepEqual(keys, want) {
+		t.Errorf("Fields = %v, want %v (inlined keys in, yaml:\"-\" out)", keys, want)
+	}
+}
+
 func TestList(t *testing.T) {
 	for in, want := range map[string]string{"": "", "a": "a", "a,b": "a or b", "a,b,c": "a, b or c"} {
 		var vals []string
