@@ -275,7 +275,7 @@ func checkMin(v reflect.Value, m string) string {
 		var lo int64
 		if v.Type() == durationType {
 			d, err := time.ParseDuration(m)
-			if err != nil && m != "0" {
+			if err != nil {
 				panic(fmt.Sprintf("confdef: min %q is not a duration", m))
 			}
 			lo = int64(d)
