@@ -19,43 +19,47 @@ const (
 )
 
 // Format selects how events and keys are written. The zero value is
-// FormatSluice.
+// FormatSluice. It is also the sinks' format block of the config file:
+// the tags besides yaml define each key's default (computed: the
+// debezium options' defaults apply in format debezium only, where the
+// empty value means them) and its values (package internal/confdef);
+// Validate checks them.
 type Format struct {
 	// Name is FormatSluice ("" too) or FormatDebezium.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" default:"sluice" enum:"sluice,debezium"`
 	// Schemas writes the schema half ({"schema":...,"payload":...}), as
 	// JsonConverter does with schemas.enable=true (debezium only).
-	Schemas bool `yaml:"schemas"`
+	Schemas bool `yaml:"schemas" default:"false"`
 	// DecimalHandling is decimal.handling.mode: precise (default), string
 	// or double.
-	DecimalHandling string `yaml:"decimal.handling.mode"`
+	DecimalHandling string `yaml:"decimal.handling.mode" computed:"precise" enum:"precise,string,double"`
 	// TimePrecision is time.precision.mode: adaptive_time_microseconds
 	// (default) or connect.
-	TimePrecision string `yaml:"time.precision.mode"`
+	TimePrecision string `yaml:"time.precision.mode" computed:"adaptive_time_microseconds" enum:"adaptive_time_microseconds,connect"`
 	// BigintUnsigned is bigint.unsigned.handling.mode: long (default) or
 	// precise.
-	BigintUnsigned string `yaml:"bigint.unsigned.handling.mode"`
+	BigintUnsigned string `yaml:"bigint.unsigned.handling.mode" computed:"long" enum:"long,precise"`
 	// BinaryHandling is binary.handling.mode: bytes (default), base64 or
 	// hex.
-	BinaryHandling string `yaml:"binary.handling.mode"`
+	BinaryHandling string `yaml:"binary.handling.mode" computed:"bytes" enum:"bytes,base64,hex"`
 	// TransactionMetadata is provide.transaction.metadata: every data
 	// event carries its "transaction" block (TxnOrder), and a sink that
 	// has a transaction topic (Kafka: "<source>.transaction") writes a
 	// BEGIN and an END record around each transaction's events. Default
 	// false, as in Debezium.
-	TransactionMetadata bool `yaml:"provide.transaction.metadata"`
+	TransactionMetadata bool `yaml:"provide.transaction.metadata" default:"false"`
 	// SkippedOperations is skipped.operations: "t" (the default, as in
 	// Debezium) or "none". With "none" a TRUNCATE TABLE is Debezium's op
 	// "t" event in the table's topic (AppendTruncate); with "t" it is not,
 	// and sluice delivers the statement as it delivers other DDL (where
 	// Debezium drops it). sluice skips no data change: c, u and d are
 	// refused.
-	SkippedOperations string `yaml:"skipped.operations"`
+	SkippedOperations string `yaml:"skipped.operations" computed:"t" enum:"t,none"`
 	// ReplaceNullWithDefault is JsonConverter's replace.null.with.default
 	// (Kafka 3.7+): "true" (the default, "" too) writes a null value of a
 	// column that has a default as the default, with or without schemas;
 	// "false" writes null.
-	ReplaceNullWithDefault string `yaml:"replace.null.with.default"`
+	ReplaceNullWithDefault string `yaml:"replace.null.with.default" computed:"true" enum:"true,false"`
 }
 
 // IsDebezium reports whether f is FormatDebezium.

@@ -3,6 +3,13 @@
 // and wrong types are errors that name the key and its line, and ${VAR} or
 // ${VAR:-default} in any value is replaced from the environment (for
 // secrets).
+//
+// Each block is defined once, by its struct: besides yaml, the tags of
+// its fields give a key's default (default:"30s"; computed:"..." for one
+// that code works out below), its allowed values (enum:"proceed,fail")
+// and its lower bound (min:"0"), read by package internal/confdef. Parse
+// applies the defaults and checks the values from them; the rules between
+// keys are code in validate; docs/CONFIG.md is tested against the tags.
 package config
 
 import (
@@ -13,7 +20,6 @@ import (
 	"os"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/confdef"
 	joinpkg "github.com/sluice-cdc/sluice/join"
 )
 
@@ -48,30 +55,30 @@ type Config struct {
 
 // Source is the server to read.
 type Source struct {
-	Name string `yaml:"name"`
+	Name string `yaml:"name" computed:"the pipeline's name"`
 	// URL is mysql://USER:PASSWORD@HOST:PORT[?tls=true&ca=FILE&server_id=N].
 	// Servers of one replication topology are listed as
 	// HOST:PORT,HOST:PORT in one URL, or as a YAML list of URLs that
 	// differ only in their address.
 	URL      SourceURL `yaml:"url"`
 	Tables   []string  `yaml:"tables"`
-	ServerID uint32    `yaml:"server_id"`
+	ServerID uint32    `yaml:"server_id" computed:"from the URL, else derived"`
 	// CatchUpWait bounds the wait, after the source failed over, for a
 	// server that lacks transactions already delivered (default 30s).
-	CatchUpWait time.Duration `yaml:"catch_up_wait"`
+	CatchUpWait time.Duration `yaml:"catch_up_wait" default:"30s"`
 	// Start is where to begin when there is no checkpoint: current,
 	// earliest, FILE:POS or gtid:SET.
-	Start       string   `yaml:"start"`
+	Start       string   `yaml:"start" default:"current"`
 	Snapshot    Snapshot `yaml:"snapshot"`
 	SignalTable string   `yaml:"signal_table"`
 	// Heartbeat is how often the server sends a heartbeat when it has
 	// nothing to send (default 1s).
-	Heartbeat time.Duration `yaml:"heartbeat"`
+	Heartbeat time.Duration `yaml:"heartbeat" default:"1s" min:"0"`
 	// OnStatementChange is what happens to a change to a captured table
 	// that the server logged as an SQL statement (a session with
 	// binlog_format STATEMENT or MIXED): stop (default) or skip (a warning
 	// and the sluice_statement_changes_skipped_total metric).
-	OnStatementChange string `yaml:"on_statement_change"`
+	OnStatementChange string `yaml:"on_statement_change" default:"stop" enum:"stop,skip" want:"stop (the default: a change logged as a statement stops the source) or skip (warn and go on without it)"`
 }
 
 // SourceURL is a source's url: one URL, or a YAML list of URLs of the
@@ -131,34 +138,34 @@ func joinURLs(list []string) (string, error) {
 type Align struct {
 	// MaxSkew turns alignment on: how far in event time a source may lead
 	// the slowest live one.
-	MaxSkew time.Duration `yaml:"max_skew"`
+	MaxSkew time.Duration `yaml:"max_skew" min:"0"`
 	// MaxWait is how long a source may send nothing before it counts as
 	// stalled (default 30s).
-	MaxWait time.Duration `yaml:"max_wait"`
+	MaxWait time.Duration `yaml:"max_wait" default:"30s" min:"0"`
 	// OnStall: proceed (default) or fail.
-	OnStall string `yaml:"on_stall"`
+	OnStall string `yaml:"on_stall" default:"proceed" enum:"proceed,fail"`
 	// SampleEvery is how often each source's clock and position are
 	// sampled (default 250ms).
-	SampleEvery time.Duration `yaml:"sample_every"`
+	SampleEvery time.Duration `yaml:"sample_every" default:"250ms" min:"0"`
 }
 
 // Snapshot configures the initial load.
 type Snapshot struct {
-	Mode      string            `yaml:"mode"`
-	Method    string            `yaml:"method"`
-	Parallel  int               `yaml:"parallel"`
-	ChunkRows int               `yaml:"chunk_rows"`
+	Mode      string            `yaml:"mode" default:"initial" enum:"initial,never,when_needed,always,only"`
+	Method    string            `yaml:"method" default:"consistent" enum:"consistent,watermark"`
+	Parallel  int               `yaml:"parallel" default:"2"`
+	ChunkRows int               `yaml:"chunk_rows" computed:"16384 (4096 for tables read while streaming)"`
 	Where     map[string]string `yaml:"where"`
 	// LockTimeout bounds the lock a consistent snapshot of MySQL takes
 	// while its connections start (default 10s).
-	LockTimeout time.Duration `yaml:"lock_timeout"`
+	LockTimeout time.Duration `yaml:"lock_timeout" default:"10s" min:"0"`
 }
 
 // Sink is one destination; Type selects which of the typed blocks applies.
 type Sink struct {
-	Name string `yaml:"name"`
-	// Type: stdout, file, kafka, redis or nats.
-	Type  string    `yaml:"type"`
+	Name string `yaml:"name" computed:"the type"`
+	// Type: stdout, file, kafka, redis or nats (required).
+	Type  string    `yaml:"type" enum:"stdout,file,kafka,redis,nats"`
 	File  *FileSink `yaml:"file"`
 	Kafka yaml.Node `yaml:"kafka"`
 	Redis yaml.Node `yaml:"redis"`
@@ -167,7 +174,7 @@ type Sink struct {
 	// sluice (default) or debezium, given as a name (format: debezium) or
 	// as a block with Debezium's option names (format: {name: debezium,
 	// schemas: true, decimal.handling.mode: string}).
-	Format Format `yaml:"format"`
+	Format Format `yaml:"format" default:"sluice"`
 	// Line is where the sink is defined, for messages.
 	Line int `yaml:"-"`
 	// Join names the join whose records (or dead letters) the sink
@@ -201,22 +208,23 @@ func (f Format) Codec() codec.Format { return codec.Format(f) }
 // FileSink configures the file sink.
 type FileSink struct {
 	Path     string   `yaml:"path"`
-	MaxBytes ByteSize `yaml:"max_bytes"`
-	NoSync   bool     `yaml:"no_sync"`
+	MaxBytes ByteSize `yaml:"max_bytes" default:"256MiB"`
+	NoSync   bool     `yaml:"no_sync" default:"false"`
 }
 
 // Checkpoint says where progress is stored.
 type Checkpoint struct {
-	// Type: file (default).
-	Type     string        `yaml:"type"`
-	Path     string        `yaml:"path"`
-	Interval time.Duration `yaml:"interval"`
+	// Type: file (default) or etcd (the default with an etcd
+	// coordinator).
+	Type     string        `yaml:"type" enum:"file,etcd" computed:"file; etcd with an etcd coordinator"`
+	Path     string        `yaml:"path" computed:"<pipeline>.checkpoint.json"`
+	Interval time.Duration `yaml:"interval" default:"1s" min:"0"`
 }
 
 // Coordinator chooses how processes of one pipeline agree on a leader.
 type Coordinator struct {
 	// Type: none (default: one process) or etcd.
-	Type string `yaml:"type"`
+	Type string `yaml:"type" default:"none" enum:"none,etcd"`
 	// Etcd is the etcd block (coord.Config), decoded by the command.
 	Etcd yaml.Node `yaml:"etcd"`
 }
@@ -250,16 +258,16 @@ func (a Admin) Loopback() bool {
 
 // Buffer bounds batching and memory.
 type Buffer struct {
-	BatchBytes ByteSize `yaml:"batch_bytes"`
-	MaxBytes   ByteSize `yaml:"max_bytes"`
+	BatchBytes ByteSize `yaml:"batch_bytes" default:"1MiB"`
+	MaxBytes   ByteSize `yaml:"max_bytes" default:"64MiB"`
 }
 
 // Log configures logging.
 type Log struct {
 	// Level: debug, info (default), warn, error.
-	Level string `yaml:"level"`
+	Level string `yaml:"level" default:"info" enum:"debug,info,warn,error"`
 	// Format: text (default) or json.
-	Format string `yaml:"format"`
+	Format string `yaml:"format" default:"text" enum:"text,json"`
 }
 
 // ByteSize is a size in bytes written as 1048576, "1MiB", "64MB", "512KiB".
@@ -509,18 +517,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
 // yamlFields adds the YAML keys of struct t and their types, with those of
 // its inlined structs (`yaml:",inline"`).
 func yamlFields(t reflect.Type, fields map[string]reflect.Type, names *[]string) {
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
-		tag := strings.Split(f.Tag.Get("yaml"), ",")
-		if slices.Contains(tag[1:], "inline") && f.Type.Kind() == reflect.Struct {
-			yamlFields(f.Type, fields, names)
-			continue
-		}
-		if tag[0] == "" || tag[0] == "-" {
-			continue
-		}
-		fields[tag[0]] = f.Type
-		*names = append(*names, tag[0])
+	for _, f := range confdef.Fields(t) {
+		fields[f.Key] = f.Type
+		*names = append(*names, f.Key)
 	}
 }
 
@@ -568,6 +567,12 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	if !regexp.MustCompile(`^[A-Za-z0-9_-]+$`).MatchString(c.Pipeline) {
 		return bad(fmt.Sprintf("%q: use letters, digits, - and _ only", c.Pipeline), "pipeline")
 	}
+	if len(c.Sinks) == 0 {
+		c.Sinks = []Sink{{Name: "stdout", Type: "stdout"}}
+	}
+	// The static defaults, from the blocks' default tags; the computed
+	// ones (names, the checkpoint's type and path) follow below.
+	confdef.ApplyDefaults(c)
 	switch {
 	case len(c.Sources) > 0 && child(doc, "source") != nil:
 		return bad("use either source: (one server) or sources: (several), not both", "source")
@@ -597,16 +602,11 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 		}
 		c.Source = c.Sources[0]
 	}
-	if c.Align.MaxSkew < 0 || c.Align.MaxWait < 0 || c.Align.SampleEvery < 0 {
-		return bad("durations must not be negative", "align")
-	}
-	switch c.Align.OnStall {
-	case "", "proceed", "fail":
-	default:
-		return bad(fmt.Sprintf("%q: want proceed or fail", c.Align.OnStall), "align", "on_stall")
-	}
-	if len(c.Sinks) == 0 {
-		c.Sinks = []Sink{{Name: "stdout", Type: "stdout"}}
+	if v := confdef.Check(&c.Align, "max_skew", "max_wait", "sample_every", "on_stall"); v != nil {
+		if v.Min != "" {
+			return bad("durations must not be negative", "align")
+		}
+		return bad(v.Msg, "align", v.Key)
 	}
 	names := map[string]bool{}
 	for i := range c.Sinks {
@@ -628,9 +628,6 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 			return at(fmt.Sprintf("%q is used by two sinks; give each its own name", s.Name), "name")
 		}
 		names[s.Name] = true
-		if s.Format.Name == "" {
-			s.Format.Name = codec.FormatSluice
-		}
 		if err := s.Format.Codec().Validate(); err != nil {
 			return at(err.Error()+"; see docs/CONFIG.md (sinks.format)", "format")
 		}
@@ -658,31 +655,26 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 				return at("a nats sink needs a nats: block (url)", "nats")
 			}
 		default:
-			return at(fmt.Sprintf("%q: want stdout, file, kafka, redis or nats", s.Type), "type")
+			return at(confdef.Check(s, "type").Msg, "type")
 		}
 	}
 	if err := c.validateJoins(file, doc); err != nil {
 		return err
 	}
-	switch c.Coordinator.Type {
-	case "", "none":
-		c.Coordinator.Type = "none"
-	case "etcd":
-		if c.Coordinator.Etcd.Kind == 0 {
-			return bad("coordinator type etcd needs an etcd: block, e.g. etcd: {endpoints: [127.0.0.1:2379]}", "coordinator", "etcd")
-		}
-	default:
-		return bad(fmt.Sprintf("%q: want none or etcd", c.Coordinator.Type), "coordinator", "type")
+	if v := confdef.Check(&c.Coordinator); v != nil {
+		return bad(v.Msg, "coordinator", v.Key)
 	}
-	switch c.Checkpoint.Type {
-	case "":
+	if c.Coordinator.Type == "etcd" && c.Coordinator.Etcd.Kind == 0 {
+		return bad("coordinator type etcd needs an etcd: block, e.g. etcd: {endpoints: [127.0.0.1:2379]}", "coordinator", "etcd")
+	}
+	if v := confdef.Check(&c.Checkpoint, "type"); v != nil {
+		return bad(v.Msg, "checkpoint", v.Key)
+	}
+	if c.Checkpoint.Type == "" {
 		c.Checkpoint.Type = "file"
 		if c.Coordinator.Type == "etcd" {
 			c.Checkpoint.Type = "etcd" // the checkpoint moves with the leadership
 		}
-	case "file", "etcd":
-	default:
-		return bad(fmt.Sprintf("%q: want file or etcd", c.Checkpoint.Type), "checkpoint", "type")
 	}
 	if c.Checkpoint.Type == "etcd" && c.Coordinator.Type != "etcd" {
 		return bad("etcd needs coordinator: {type: etcd, etcd: {...}}: the checkpoint is saved only while this process leads", "checkpoint", "type")
@@ -690,8 +682,8 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	if c.Checkpoint.Type == "file" && c.Checkpoint.Path == "" {
 		c.Checkpoint.Path = c.Pipeline + ".checkpoint.json"
 	}
-	if c.Checkpoint.Interval < 0 {
-		return bad("must not be negative", "checkpoint", "interval")
+	if v := confdef.Check(&c.Checkpoint, "interval"); v != nil {
+		return bad(v.Msg, "checkpoint", v.Key)
 	}
 	if c.Admin.Addr != "" {
 		if _, _, err := net.SplitHostPort(c.Admin.Addr); err != nil {
@@ -701,15 +693,8 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 			return bad(fmt.Sprintf("is required when admin.addr (%s) is not a loopback address: without it anyone who reaches the address can send commands (POST /snapshot). Set admin.token: ${SLUICE_ADMIN_TOKEN} (a long random string), or bind admin.addr to 127.0.0.1", c.Admin.Addr), "admin", "token")
 		}
 	}
-	switch c.Log.Level {
-	case "", "debug", "info", "warn", "error":
-	default:
-		return bad(fmt.Sprintf("%q: want debug, info, warn or error", c.Log.Level), "log", "level")
-	}
-	switch c.Log.Format {
-	case "", "text", "json":
-	default:
-		return bad(fmt.Sprintf("%q: want text or json", c.Log.Format), "log", "format")
+	if v := confdef.Check(&c.Log); v != nil {
+		return bad(v.Msg, "log", v.Key)
 	}
 	return nil
 }
@@ -781,29 +766,14 @@ func (src *Source) validate(bad func(string, ...string) error, path ...string) e
 	if src.URL == "" {
 		return bad("is required, e.g. url: mysql://repl:${SLUICE_PASSWORD}@127.0.0.1:3306", at("url")...)
 	}
-	switch src.Snapshot.Mode {
-	case "", "initial", "never", "when_needed", "always", "only":
-	default:
-		return bad(fmt.Sprintf("%q: want initial, never, when_needed, always or only", src.Snapshot.Mode), at("snapshot", "mode")...)
-	}
-	switch src.Snapshot.Method {
-	case "", "consistent", "watermark":
-	default:
-		return bad(fmt.Sprintf("%q: want consistent or watermark", src.Snapshot.Method), at("snapshot", "method")...)
-	}
-	if src.Snapshot.LockTimeout < 0 {
-		return bad("must not be negative", at("snapshot", "lock_timeout")...)
+	if v := confdef.Check(src, "snapshot"); v != nil {
+		return bad(v.Msg, at(strings.Split(v.Key, ".")...)...)
 	}
 	if src.SignalTable != "" && !strings.Contains(src.SignalTable, ".") {
 		return bad(fmt.Sprintf("%q: want db.table", src.SignalTable), at("signal_table")...)
 	}
-	if src.Heartbeat < 0 {
-		return bad("must not be negative", at("heartbeat")...)
-	}
-	switch src.OnStatementChange {
-	case "", "stop", "skip":
-	default:
-		return bad(fmt.Sprintf("%q: want stop (the default: a change logged as a statement stops the source) or skip (warn and go on without it)", src.OnStatementChange), at("on_statement_change")...)
+	if v := confdef.Check(src, "heartbeat", "on_statement_change"); v != nil {
+		return bad(v.Msg, at(v.Key)...)
 	}
 	return nil
 }

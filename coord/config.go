@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-cdc/sluice/internal/confdef"
 	"github.com/sluice-cdc/sluice/tlsconfig"
 )
 
@@ -27,7 +28,10 @@ const (
 
 // Config says how to reach etcd and how long a leader may go unheard
 // before another replica takes over. The zero value of every field but
-// Endpoints means its default.
+// Endpoints means its default. The tags besides yaml are the etcd block's
+// definition (package internal/confdef): each key's default, which
+// withDefaults applies and docs/CONFIG.md is checked against; the
+// Default* constants are the same values for Go callers.
 type Config struct {
 	// Endpoints are the etcd members' client URLs (required), e.g.
 	// http://10.0.0.1:2379, or https://... with tls. A bare host:port
@@ -37,15 +41,15 @@ type Config struct {
 	// pipeline is under PREFIX<pipeline>/leader/, its checkpoint at
 	// PREFIX<pipeline>/checkpoint. Default "/sluice/"; a missing final
 	// "/" is added.
-	Prefix string `yaml:"prefix"`
+	Prefix string `yaml:"prefix" default:"/sluice/"`
 	// LeaseTTL is how long etcd keeps a replica's leadership after last
 	// hearing from it: a leader that crashes or is cut off is replaced
 	// after about this long. The leader itself stops after 2/3 of it
 	// without an answer from etcd. A whole number of seconds, at least
 	// 2s. Default 10s.
-	LeaseTTL time.Duration `yaml:"lease_ttl"`
+	LeaseTTL time.Duration `yaml:"lease_ttl" default:"10s"`
 	// DialTimeout bounds connecting to etcd at start. Default 5s.
-	DialTimeout time.Duration `yaml:"dial_timeout"`
+	DialTimeout time.Duration `yaml:"dial_timeout" default:"5s"`
 	// TLS verifies the members against CAFile and, with CertFile and
 	// KeyFile, authenticates this replica. Setting any of them turns TLS
 	// on.
@@ -55,7 +59,7 @@ type Config struct {
 	Password string `yaml:"password"`
 	// ID names this replica in the election and in `sluice status`.
 	// Default HOSTNAME:PID.
-	ID string `yaml:"id"`
+	ID string `yaml:"id" computed:"hostname:pid"`
 }
 
 // TLSConfig is the tls block of Config, the one every client takes
@@ -64,17 +68,9 @@ type TLSConfig = tlsconfig.Config
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
+	confdef.ApplyDefaults(&c) // the static ones, from the default tags
 	if !strings.HasSuffix(c.Prefix, "/") {
 		c.Prefix += "/"
-	}
-	if c.LeaseTTL == 0 {
-		c.LeaseTTL = DefaultLeaseTTL
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
 	}
 	if c.ID == "" {
 		host, err := os.Hostname()

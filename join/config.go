@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/confdef"
 )
 
 // Type is the kind of join: which rows without a partner are emitted.
@@ -51,7 +52,10 @@ const (
 )
 
 // Config is one entry of the pipeline config's `joins:` list. Its fields
-// are the YAML keys; docs/JOIN.md documents each one with an example.
+// are the YAML keys; docs/JOIN.md documents each one with an example. The
+// tags besides yaml are the block's definition (package
+// internal/confdef): each key's default and allowed values, which
+// withDefaults and Validate apply and docs/JOIN.md is checked against.
 type Config struct {
 	// Name names the join: its sink's name ("join:" + Name), the source of
 	// its records' "sluice" block, and its metrics. Letters, digits, '-'
@@ -63,16 +67,16 @@ type Config struct {
 	// Before and After bound the join: a left row at time l joins a right
 	// row of the same key at time r when l - Before <= r <= l + After.
 	// Either may be negative as long as Before + After >= 0.
-	Before time.Duration `yaml:"before"`
-	After  time.Duration `yaml:"after"`
+	Before time.Duration `yaml:"before" default:"0s"`
+	After  time.Duration `yaml:"after" default:"0s"`
 	// Type is inner (default), left, right or full.
-	Type Type `yaml:"type"`
+	Type Type `yaml:"type" default:"inner" enum:"inner,left,right,full"`
 	// Lateness is how far behind the watermark a row's event time may be
 	// and still join; older rows are late. Default 0.
-	Lateness time.Duration `yaml:"lateness"`
+	Lateness time.Duration `yaml:"lateness" default:"0s"`
 	// Late is "drop" (default: late rows are counted and dropped) or the
 	// name of a sink that receives them as dead-letter records.
-	Late string `yaml:"late"`
+	Late string `yaml:"late" default:"drop"`
 	// Sink is the name of the sink that receives the joined records. It
 	// must be used by this join only.
 	Sink string `yaml:"sink"`
@@ -103,34 +107,20 @@ type Events struct {
 	// Updates is "ignore" (default) or "join": the after image of an
 	// update joins as a new row (its time taken from the after image, or
 	// the update's commit time).
-	Updates string `yaml:"updates"`
+	Updates string `yaml:"updates" default:"ignore" enum:"ignore,join" want:"ignore (updates do not join) or join (the after image joins as a new row)"`
 	// Deletes is "ignore" (default) or "retract": a deleted row leaves the
 	// state, so it joins no later row and, if it has not joined, never
 	// comes out null-extended.
-	Deletes string `yaml:"deletes"`
+	Deletes string `yaml:"deletes" default:"ignore" enum:"ignore,retract" want:"ignore, or retract (a deleted row leaves the join state)"`
 	// Snapshot is "join" (default) or "ignore": whether rows read by a
 	// snapshot join like inserts. With time: commit they have no event
 	// time and are skipped either way.
-	Snapshot string `yaml:"snapshot"`
+	Snapshot string `yaml:"snapshot" default:"join" enum:"join,ignore" want:"join (snapshot rows join like inserts) or ignore"`
 }
 
-// withDefaults fills the defaults of unset fields.
+// withDefaults fills the defaults of unset fields (the default tags).
 func (c Config) withDefaults() Config {
-	if c.Type == "" {
-		c.Type = Inner
-	}
-	if c.Late == "" {
-		c.Late = LateDrop
-	}
-	if c.Events.Updates == "" {
-		c.Events.Updates = UpdatesIgnore
-	}
-	if c.Events.Deletes == "" {
-		c.Events.Deletes = DeletesIgnore
-	}
-	if c.Events.Snapshot == "" {
-		c.Events.Snapshot = SnapshotJoin
-	}
+	confdef.ApplyDefaults(&c)
 	return c
 }
 
@@ -168,10 +158,8 @@ func (c *Config) Validate() error {
 	case c.Lateness < 0:
 		return bad("lateness", "%s is negative: use 0 (rows behind the watermark are late) or a positive duration", c.Lateness)
 	}
-	switch d.Type {
-	case Inner, LeftJoin, RightJoin, FullJoin:
-	default:
-		return bad("type", "%q is not a join type: use inner, left, right or full", c.Type)
+	if v := confdef.Check(&d, "type"); v != nil {
+		return bad("type", "%q is not a join type: use %s", c.Type, v.Want)
 	}
 	if c.Sink == "" {
 		return bad("sink", "is required: the name of the sink (under sinks:) that receives the joined records")
@@ -179,20 +167,8 @@ func (c *Config) Validate() error {
 	if d.Late != LateDrop && d.Late == c.Sink {
 		return bad("late", "names the join's own sink %q: dead-letter records need a sink of their own (or late: drop)", c.Late)
 	}
-	switch d.Events.Updates {
-	case UpdatesIgnore, UpdatesJoin:
-	default:
-		return bad("events.updates", "%q: use ignore (updates do not join) or join (the after image joins as a new row)", c.Events.Updates)
-	}
-	switch d.Events.Deletes {
-	case DeletesIgnore, DeletesRetract:
-	default:
-		return bad("events.deletes", "%q: use ignore, or retract (a deleted row leaves the join state)", c.Events.Deletes)
-	}
-	switch d.Events.Snapshot {
-	case SnapshotJoin, SnapshotIgnore:
-	default:
-		return bad("events.snapshot", "%q: use join (snapshot rows join like inserts) or ignore", c.Events.Snapshot)
+	if v := confdef.Check(&d, "events"); v != nil {
+		return bad(v.Key, "%q: use %s", v.Value, v.Want)
 	}
 	if c.StateDir == "" {
 		return bad("state_dir", "is required: a directory on local disk for the join's state, e.g. state_dir: /var/lib/sluice/joins/%s", c.Name)

@@ -16,17 +16,19 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is a client's tls block.
+// Config is a client's tls block. The tags besides yaml document each
+// key's default (package internal/confdef; docs/CONFIG.md is checked
+// against them).
 type Config struct {
 	// CAFile is a PEM file of the certificate authorities to trust
 	// instead of the system's.
-	CAFile string `yaml:"ca_file"`
+	CAFile string `yaml:"ca_file" computed:"the system's CAs"`
 	// CertFile and KeyFile are the client's certificate and key (PEM),
 	// for servers that verify clients. They go together.
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	// InsecureSkipVerify accepts any server certificate. For tests only.
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify" default:"false"`
 }
 
 // Set reports whether any field of the block is set.

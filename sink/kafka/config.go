@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/confdef"
 	"github.com/sluice-cdc/sluice/sink"
 	"github.com/sluice-cdc/sluice/tlsconfig"
 )
@@ -40,11 +42,13 @@ const (
 // topic.prefix.
 const DefaultTransactionTopic = "{source}.transaction"
 
-// Compressions are the accepted values of Config.Compression.
-var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+// Compressions are the accepted values of Config.Compression (its enum
+// tag).
+var Compressions = confdef.Enum(reflect.TypeOf(Config{}), "compression")
 
-// SASLMechanisms are the accepted values of SASLConfig.Mechanism.
-var SASLMechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+// SASLMechanisms are the accepted values of SASLConfig.Mechanism (its
+// enum tag; any case).
+var SASLMechanisms = confdef.Enum(reflect.TypeOf(Config{}), "sasl.mechanism")
 
 // DefaultTransactionalID returns the transactional.id a sink uses when
 // Config.TransactionalID is empty: "sluice-<pipeline>" for a sink named
@@ -58,11 +62,14 @@ func DefaultTransactionalID(pipeline, name string) string {
 }
 
 // Config of a Kafka sink. The zero value of every field but Brokers means
-// its default.
+// its default. The tags besides yaml are the kafka block's definition
+// (package internal/confdef): each key's default and allowed values,
+// which withDefaults applies and docs/CONFIG.md is checked against; the
+// Default* constants are the same values for Go callers.
 type Config struct {
 	// Name is the sink's name in checkpoints, logs and metrics. Default
 	// "kafka"; give each sink of a pipeline its own.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" default:"kafka"`
 	// Brokers are the seed brokers, host:port each (required).
 	Brokers []string `yaml:"brokers"`
 	// Topic is the template of each table's topic. Placeholders: {db},
@@ -71,38 +78,38 @@ type Config struct {
 	// every character but ASCII letters, digits, '_' and '-' becomes '_'
 	// (so '.' separates the template's parts only), and an empty name
 	// becomes "_". Default "{db}.{table}".
-	Topic string `yaml:"topic"`
+	Topic string `yaml:"topic" default:"{db}.{table}"`
 	// TransactionalID is the producer's transactional.id: a producer that
 	// starts with it fences every earlier producer with it. Default
 	// "sluice-<pipeline>" (see DefaultTransactionalID). Never give two
 	// pipelines, or two sinks, the same one.
-	TransactionalID string `yaml:"transactional_id"`
+	TransactionalID string `yaml:"transactional_id" computed:"sluice-<pipeline> (sluice-<pipeline>-<name> for a sink not named kafka)"`
 	// ClientID is the client.id the brokers see (logs, quotas). Default
 	// "sluice".
-	ClientID string `yaml:"client_id"`
+	ClientID string `yaml:"client_id" default:"sluice"`
 	// CreateTopics creates a missing topic before the first write to it,
 	// with Partitions and ReplicationFactor. Default true; with false, a
 	// write to a missing topic fails (and is retried) until the topic is
 	// created by other means.
-	CreateTopics *bool `yaml:"create_topics"`
+	CreateTopics *bool `yaml:"create_topics" default:"true"`
 	// Partitions of a topic the sink creates. Default 0: the broker's
 	// num.partitions.
-	Partitions int32 `yaml:"partitions"`
+	Partitions int32 `yaml:"partitions" computed:"broker default"`
 	// ReplicationFactor of a topic the sink creates. Default 0: the
 	// broker's default.replication.factor.
-	ReplicationFactor int16 `yaml:"replication_factor"`
+	ReplicationFactor int16 `yaml:"replication_factor" computed:"broker default"`
 	// Compression of record batches: none, gzip, snappy, lz4 or zstd.
 	// Default lz4.
-	Compression string `yaml:"compression"`
+	Compression string `yaml:"compression" default:"lz4" enum:"none,gzip,snappy,lz4,zstd"`
 	// MaxRecordBytes bounds a record batch, hence a record (key, value and
 	// headers): a larger message fails the write. It must not exceed the
 	// topics' max.message.bytes. Default 1000012 (Kafka's default).
-	MaxRecordBytes int `yaml:"max_record_bytes"`
+	MaxRecordBytes int `yaml:"max_record_bytes" default:"1000012"`
 	// RequestTimeout bounds each step of a write (sending every record of
 	// a batch; committing the transaction) and each request of recovery:
 	// a cluster that is down or stalled makes Write fail after about this
 	// long (at most twice it) and the pipeline retries. Default 30s.
-	RequestTimeout time.Duration `yaml:"request_timeout"`
+	RequestTimeout time.Duration `yaml:"request_timeout" default:"30s"`
 	// TLS, when set, connects with TLS.
 	TLS *TLSConfig `yaml:"tls"`
 	// SASL, when set, authenticates with SASL.
@@ -112,30 +119,30 @@ type Config struct {
 	// compacted topic forgets the row. Default true in format debezium,
 	// false in format sluice. A table without a primary key (a null key)
 	// gets none: there is nothing for compaction to forget.
-	Tombstones *bool `yaml:"tombstones"`
+	Tombstones *bool `yaml:"tombstones" computed:"true with format: debezium, else false"`
 	// TransactionTopic is the template of the topic of Debezium's
 	// transaction BEGIN and END records (format debezium with
 	// provide.transaction.metadata); its one placeholder is {source}.
 	// Default "{source}.transaction", Debezium's. Two Kafka sinks of one
 	// pipeline on one cluster need their own, as they need their own
 	// topic.
-	TransactionTopic string `yaml:"transaction_topic"`
+	TransactionTopic string `yaml:"transaction_topic" default:"{source}.transaction"`
 	// SchemaChangeTopic is, in format debezium, the template of the topic
 	// of DDL statements (Debezium's schema-change topic). Placeholders as
 	// in Topic. Default "{source}" (Debezium's topic.prefix).
-	SchemaChangeTopic string `yaml:"schema_change_topic"`
+	SchemaChangeTopic string `yaml:"schema_change_topic" default:"{source}"`
 	// IncludeSchemaChanges is Debezium's include.schema.changes: in format
 	// debezium DDL statements are written to SchemaChangeTopic. Default
 	// true; with false they are not written to Kafka at all.
-	IncludeSchemaChanges *bool `yaml:"include.schema.changes"`
+	IncludeSchemaChanges *bool `yaml:"include.schema.changes" default:"true"`
 	// HeartbeatIntervalMs is Debezium's heartbeat.interval.ms: in format
 	// debezium a heartbeat record is written to
 	// "<HeartbeatTopicsPrefix>.<source>" for each source every this many
 	// milliseconds, also while the sources are idle. Default 0: none.
-	HeartbeatIntervalMs int `yaml:"heartbeat.interval.ms"`
+	HeartbeatIntervalMs int `yaml:"heartbeat.interval.ms" default:"0"`
 	// HeartbeatTopicsPrefix is Debezium's heartbeat.topics.prefix.
 	// Default "__debezium-heartbeat".
-	HeartbeatTopicsPrefix string `yaml:"heartbeat.topics.prefix"`
+	HeartbeatTopicsPrefix string `yaml:"heartbeat.topics.prefix" default:"__debezium-heartbeat"`
 	// Sources names the pipeline's sources (set by the caller, not in the
 	// kafka block), for the heartbeats; a source not named here gets
 	// heartbeats once the sink has written one of its messages.
@@ -153,40 +160,17 @@ type TLSConfig = tlsconfig.Config
 // SASLConfig is the sasl block of Config.
 type SASLConfig struct {
 	// Mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (required).
-	Mechanism string `yaml:"mechanism"`
+	Mechanism string `yaml:"mechanism" enum:"PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"`
 	// User and Password are the credentials (required).
 	User     string `yaml:"user"`
 	Password string `yaml:"password"`
 }
 
 // withDefaults returns c with every zero field but TransactionalID set to
-// its default (TransactionalID's depends on the pipeline's name).
+// its default (TransactionalID's depends on the pipeline's name): the
+// static ones from the fields' default tags, the others here.
 func (c Config) withDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	if c.Topic == "" {
-		c.Topic = DefaultTopic
-	}
-	if c.TransactionTopic == "" {
-		c.TransactionTopic = DefaultTransactionTopic
-	}
-	if c.ClientID == "" {
-		c.ClientID = DefaultClientID
-	}
-	if c.CreateTopics == nil {
-		t := true
-		c.CreateTopics = &t
-	}
-	if c.Compression == "" {
-		c.Compression = DefaultCompression
-	}
-	if c.MaxRecordBytes == 0 {
-		c.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
+	confdef.ApplyDefaults(&c)
 	if c.SASL != nil {
 		c.SASL.Mechanism = strings.ToUpper(c.SASL.Mechanism)
 	}
@@ -196,16 +180,6 @@ func (c Config) withDefaults() Config {
 	if c.Tombstones == nil {
 		t := c.Format.IsDebezium()
 		c.Tombstones = &t
-	}
-	if c.SchemaChangeTopic == "" {
-		c.SchemaChangeTopic = DefaultSchemaChangeTopic
-	}
-	if c.IncludeSchemaChanges == nil {
-		t := true
-		c.IncludeSchemaChanges = &t
-	}
-	if c.HeartbeatTopicsPrefix == "" {
-		c.HeartbeatTopicsPrefix = DefaultHeartbeatTopicsPrefix
 	}
 	return c
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/confdef"
 	"github.com/sluice-cdc/sluice/sink"
 	"github.com/sluice-cdc/sluice/tlsconfig"
 )
@@ -30,11 +31,14 @@ const (
 func DefaultStream(pipeline string) string { return "sluice-" + pipeline }
 
 // Config of a NATS JetStream sink. The zero value of every field but URL
-// means its default.
+// means its default. The tags besides yaml are the nats block's
+// definition (package internal/confdef): each key's default, which
+// withDefaults applies and docs/CONFIG.md is checked against; the
+// Default* constants are the same values for Go callers.
 type Config struct {
 	// Name is the sink's name in checkpoints, logs and metrics. Default
 	// "nats"; give each sink of a pipeline its own.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" default:"nats"`
 	// URL is the server to connect to (required), e.g.
 	// nats://127.0.0.1:4222; several, comma-separated, for a cluster.
 	// Schemes: nats, tls, ws, wss.
@@ -43,12 +47,12 @@ type Config struct {
 	// else may publish to it. Default "sluice-<pipeline>". It is created
 	// when missing (file storage, Replicas, DuplicateWindow, subjects
 	// "<prefix>.>" from Subject).
-	Stream string `yaml:"stream"`
+	Stream string `yaml:"stream" computed:"sluice-<pipeline>"`
 	// Subject is the template of each table's subject. Placeholders:
 	// {db}, {table}, {source}. It must start with a literal token (the
 	// stream's subjects are that prefix followed by ".>"). Default
 	// "sluice.{db}.{table}".
-	Subject string `yaml:"subject"`
+	Subject string `yaml:"subject" default:"sluice.{db}.{table}"`
 	// SchemaChangeSubject is, in format debezium, the template of the
 	// subject of DDL statements (Debezium's schema-change events), as the
 	// Kafka sink's schema_change_topic: placeholders {source} and {db}.
@@ -56,17 +60,17 @@ type Config struct {
 	// ("sluice.{source}"), or Subject itself when it has no placeholders.
 	// It must fall under the stream's subjects (the prefix followed by
 	// ".>").
-	SchemaChangeSubject string `yaml:"schema_change_subject"`
+	SchemaChangeSubject string `yaml:"schema_change_subject" computed:"<subject's literal prefix>.{source} (sluice.{source}), or subject itself when it has no placeholders"`
 	// Format is the format of the messages' data: sluice (default) or
 	// debezium, Debezium's value. Set from the sink's format in the
 	// config, not from its nats block.
 	Format codec.Format `yaml:"-"`
 	// DuplicateWindow is the stream's de-duplication window (Nats-Msg-Id),
 	// used when the sink creates the stream. Default 2m.
-	DuplicateWindow time.Duration `yaml:"duplicate_window"`
+	DuplicateWindow time.Duration `yaml:"duplicate_window" default:"2m"`
 	// Replicas is the stream's replica count (1 to 5), used when the sink
 	// creates the stream. Default 1.
-	Replicas int `yaml:"replicas"`
+	Replicas int `yaml:"replicas" default:"1"`
 	// CredsFile authenticates with a NATS credentials file (JWT and NKey).
 	CredsFile string `yaml:"creds_file"`
 	// User and Password authenticate with a user name and password.
@@ -80,44 +84,26 @@ type Config struct {
 	// roots).
 	TLS TLSConfig `yaml:"tls"`
 	// ConnectTimeout bounds connecting to a server. Default 5s.
-	ConnectTimeout time.Duration `yaml:"connect_timeout"`
+	ConnectTimeout time.Duration `yaml:"connect_timeout" default:"5s"`
 	// AckTimeout bounds the wait for each message's acknowledgement and
 	// each JetStream API request: a server that is down or stalled makes
 	// Write fail after about this long. Default 10s.
-	AckTimeout time.Duration `yaml:"ack_timeout"`
+	AckTimeout time.Duration `yaml:"ack_timeout" default:"10s"`
 	// MaxPending is how many messages may await their acknowledgement at
 	// once. Default 4096.
-	MaxPending int `yaml:"max_pending"`
+	MaxPending int `yaml:"max_pending" default:"4096"`
 }
 
 // TLSConfig is the tls block of Config, the one every client takes
 // (tlsconfig.Config).
 type TLSConfig = tlsconfig.Config
 
-// withDefaults returns c with every zero field but Stream set to its
-// default (Stream's depends on the pipeline's name).
+// withDefaults returns c with every zero field but Stream and
+// SchemaChangeSubject set to its default, from the fields' default tags
+// (Stream's depends on the pipeline's name, SchemaChangeSubject's on
+// Subject).
 func (c Config) withDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	if c.Subject == "" {
-		c.Subject = DefaultSubject
-	}
-	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = DefaultDuplicateWindow
-	}
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = DefaultAckTimeout
-	}
-	if c.MaxPending == 0 {
-		c.MaxPending = DefaultMaxPending
-	}
+	confdef.ApplyDefaults(&c)
 	return c
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/confdef"
 	"github.com/sluice-cdc/sluice/sink"
 	"github.com/sluice-cdc/sluice/tlsconfig"
 )
@@ -42,11 +43,14 @@ const (
 const maxScriptBytes = 8 << 20
 
 // Config of a Redis sink. The zero value of every field but Addr means its
-// default.
+// default. The tags besides yaml are the redis block's definition
+// (package internal/confdef): each key's default and allowed values,
+// which withDefaults and Validate apply and docs/CONFIG.md is checked
+// against; the Default* constants are the same values for Go callers.
 type Config struct {
 	// Name is the sink's name in checkpoints, logs and metrics. Default
 	// "redis"; give each sink of a pipeline its own.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" default:"redis"`
 	// Addr is the server's host:port (required), e.g. "127.0.0.1:6379".
 	Addr string `yaml:"addr"`
 	// Username and Password authenticate (AUTH; Username for Redis 6 ACL
@@ -54,7 +58,7 @@ type Config struct {
 	Username string `yaml:"username"`
 	Password string `yaml:"password"`
 	// DB is the database number (SELECT); default 0.
-	DB int `yaml:"db"`
+	DB int `yaml:"db" default:"0"`
 	// TLS is the tls block every client takes (tlsconfig.Config: ca_file,
 	// cert_file, key_file, insecure_skip_verify), or true for TLS
 	// verified against the system's roots. A block or true turns TLS on.
@@ -63,11 +67,11 @@ type Config struct {
 	CAFile string `yaml:"ca_file"`
 	// Mode is "stream" (default: XADD every message to a stream per table)
 	// or "materialize" (one hash per row, kept equal to the source row).
-	Mode string `yaml:"mode"`
+	Mode string `yaml:"mode" default:"stream" enum:"stream,materialize"`
 	// Key names a table's stream, or the prefix of its rows' hashes (then
 	// followed by ":" and the primary key JSON). Placeholders: {db},
 	// {table}, {source}. Default "{db}.{table}".
-	Key string `yaml:"key"`
+	Key string `yaml:"key" default:"{db}.{table}"`
 	// KeyPrefix is put before every key the sink writes, the high-water
 	// hash included, e.g. "cdc:". Default none.
 	KeyPrefix string `yaml:"key_prefix"`
@@ -82,41 +86,25 @@ type Config struct {
 	// are column values).
 	Format codec.Format `yaml:"-"`
 	// DialTimeout bounds connecting; default 5s.
-	DialTimeout time.Duration `yaml:"dial_timeout"`
+	DialTimeout time.Duration `yaml:"dial_timeout" default:"5s"`
 	// WriteTimeout bounds one command, from sending it to its reply
 	// (socket read and write deadlines); default 10s. A server that is down
 	// or stalled makes Write fail after at most about this long.
-	WriteTimeout time.Duration `yaml:"write_timeout"`
+	WriteTimeout time.Duration `yaml:"write_timeout" default:"10s"`
 	// MessagesPerScript is how many messages one atomic transaction
 	// (MULTI/EXEC) applies; a larger batch takes several. Default 1000, at
 	// most 10000. (The name is from when each was a Lua script call.)
-	MessagesPerScript int `yaml:"messages_per_script"`
+	MessagesPerScript int `yaml:"messages_per_script" default:"1000"`
 	// WaitReplicas, when above 0, makes Write wait (WAIT) until that many
 	// replicas have received the batch, and fail if they do not within
 	// WriteTimeout. Default 0: the primary's own durability only.
-	WaitReplicas int `yaml:"wait_replicas"`
+	WaitReplicas int `yaml:"wait_replicas" default:"0"`
 }
 
-// withDefaults returns c with every zero field set to its default.
+// withDefaults returns c with every zero field set to its default (the
+// fields' default tags).
 func (c Config) withDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	if c.Mode == "" {
-		c.Mode = DefaultMode
-	}
-	if c.Key == "" {
-		c.Key = DefaultKey
-	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = DefaultDialTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultWriteTimeout
-	}
-	if c.MessagesPerScript == 0 {
-		c.MessagesPerScript = DefaultMessagesPerScript
-	}
+	confdef.ApplyDefaults(&c)
 	return c
 }
 
@@ -145,10 +133,8 @@ func (c *Config) Validate() error {
 	if c.DB < 0 {
 		return fmt.Errorf("db %d: must be 0 or more", c.DB)
 	}
-	switch c.Mode {
-	case "", ModeStream, ModeMaterialize:
-	default:
-		return fmt.Errorf("mode %q: must be %q or %q", c.Mode, ModeStream, ModeMaterialize)
+	if v := confdef.Check(c, "mode"); v != nil {
+		return fmt.Errorf("mode %q: must be %q or %q", c.Mode, v.Allowed[0], v.Allowed[1])
 	}
 	if c.Key != "" {
 		if _, err := sink.ParseTemplate(c.Key); err != nil {
