@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/backoff"
+	"github.com/sluice-cdc/sluice/internal/bytebudget"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
@@ -1086,13 +1087,12 @@ type writer struct {
 	in    chan *batch
 	// free takes written batches back to the builder for reuse.
 	free chan *batch
-	// buffered is the bytes of batches pushed and not yet written; push
-	// waits on cond while it is over the budget.
-	mu       sync.Mutex
-	cond     *sync.Cond
-	buffered int
-	closed   bool
-	err      error
+	// budget bounds the bytes of batches pushed and not yet written
+	// (BufferBytes): push acquires a batch's size, write releases it;
+	// close closes it, and a push after that fails (errWriterStopped).
+	budget    *bytebudget.Budget
+	closeOnce sync.Once
+	err       error
 
 	// sched decides batch cuts, group commit and checkpoint times.
 	sched *schedule
@@ -1126,41 +1126,31 @@ func (w *writer) ahead(i int, endSeq uint64) bool {
 
 func newWriter(p *Pipeline, cp *checkpoint.Checkpoint, epoch uint64, pl plan) *writer {
 	w := &writer{p: p, cp: cp, epoch: epoch, skip: pl.skip, offs: pl.offsets, in: make(chan *batch, 64), free: make(chan *batch, 4),
-		sched: newSchedule(p.cfg.BatchBytes, len(p.formats), p.cfg.CheckpointEvery, plainSink(p), p.cfg.Now())}
+		sched:  newSchedule(p.cfg.BatchBytes, len(p.formats), p.cfg.CheckpointEvery, plainSink(p), p.cfg.Now()),
+		budget: bytebudget.New(p.cfg.BufferBytes)}
 	if pl.holds != nil {
 		w.pending = make([][]hold, len(pl.holds))
 		for i := range pl.holds {
 			w.pending[i] = append([]hold(nil), pl.holds[i]...)
 		}
 	}
-	w.cond = sync.NewCond(&w.mu)
 	if w.skip == nil {
 		w.skip = make([]uint64, len(p.cfg.Sinks))
 	}
 	return w
 }
 
+// errWriterStopped is push's error after the writer was closed.
+var errWriterStopped = errors.New("pipeline: writer stopped")
+
 // push queues a batch, waiting while the buffer budget is used up.
 func (w *writer) push(ctx context.Context, bt *batch) error {
-	stop := context.AfterFunc(ctx, func() {
-		w.mu.Lock()
-		w.cond.Broadcast()
-		w.mu.Unlock()
-	})
-	defer stop()
-	w.mu.Lock()
-	for w.buffered > 0 && w.buffered+bt.size > w.p.cfg.BufferBytes && !w.closed && ctx.Err() == nil {
-		w.cond.Wait()
-	}
-	closed := w.closed
-	if !closed && ctx.Err() == nil {
-		w.buffered += bt.size
-	}
-	w.mu.Unlock()
-	if closed {
-		return errors.New("pipeline: writer stopped")
+	if err := w.budget.Acquire(ctx, bt.size); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
+		// A stopped run queues nothing more, even with room.
+		w.budget.Release(bt.size)
 		return err
 	}
 	w.p.stats.buffered.Add(int64(bt.size))
@@ -1172,14 +1162,13 @@ func (w *writer) push(ctx context.Context, bt *batch) error {
 	}
 }
 
+// close ends the writer's input: it writes what is queued, then makes its
+// final save; a push after close fails.
 func (w *writer) close() {
-	w.mu.Lock()
-	if !w.closed {
-		w.closed = true
+	w.closeOnce.Do(func() {
+		w.budget.Close(errWriterStopped)
 		close(w.in)
-	}
-	w.cond.Broadcast()
-	w.mu.Unlock()
+	})
 }
 
 func (w *writer) run(ctx context.Context) error {
@@ -1405,10 +1394,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 			s.CommitTime, s.Lag = bt.commit, now.Sub(bt.commit)
 		}
 	})
-	w.mu.Lock()
-	w.buffered -= bt.size
-	w.cond.Broadcast()
-	w.mu.Unlock()
+	w.budget.Release(bt.size)
 	st.buffered.Add(-int64(bt.size))
 	force := w.sched.written(batchFacts{inSnapshot: bt.inSnapshot, snaps: len(bt.snaps) > 0, fixesStart: bt.fixesStart})
 	select {
