@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/bytebudget"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -88,10 +89,10 @@ func (s *alignSource) queued() int { return len(s.items) - s.head }
 func (s *alignSource) progress() int64 { return max(s.read, s.caught) }
 
 // full reports whether source si must wait before queueing size bytes
-// (its queue is over its budget; an empty queue takes anything).
+// (they do not fit its queue's budget; an empty queue takes anything):
+// the rule of internal/bytebudget, on the bytes the aligner counts.
 func (a *aligner) full(si, size int) bool {
-	s := &a.srcs[si]
-	return s.bytes > 0 && s.bytes+size > a.limit
+	return !bytebudget.Fits(a.srcs[si].bytes, size, a.limit)
 }
 
 // waiting records that source si waits for queue space at now: waiting on

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/backoff"
+	"github.com/sluice-cdc/sluice/internal/bytebudget"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
@@ -956,7 +957,7 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			}
 			bt.alt[k] = append(bt.alt[k], m)
 		}
-		if len(bt.buf) >= b.p.cfg.BatchBytes*len(b.p.formats) && i < n-1 {
+		if b.w.sched.cut(len(bt.buf)) && i < n-1 {
 			// A big chunk spans batches; the chunk's memory goes back to
 			// the reader with the last of them (written after the others).
 			if err := b.flush(ctx); err != nil {
@@ -980,7 +981,7 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			}
 		}
 	}
-	if len(bt.buf) >= b.p.cfg.BatchBytes*len(b.p.formats) {
+	if b.w.sched.cut(len(bt.buf)) {
 		return b.flush(ctx)
 	}
 	return nil
@@ -1086,16 +1087,15 @@ type writer struct {
 	in    chan *batch
 	// free takes written batches back to the builder for reuse.
 	free chan *batch
-	// buffered is the bytes of batches pushed and not yet written; push
-	// waits on cond while it is over the budget.
-	mu       sync.Mutex
-	cond     *sync.Cond
-	buffered int
-	closed   bool
-	err      error
+	// budget bounds the bytes of batches pushed and not yet written
+	// (BufferBytes): push acquires a batch's size, write releases it;
+	// close closes it, and a push after that fails (errWriterStopped).
+	budget    *bytebudget.Budget
+	closeOnce sync.Once
+	err       error
 
-	lastSave time.Time
-	dirty    bool
+	// sched decides batch cuts, group commit and checkpoint times.
+	sched *schedule
 	// pending is, per sink, what it held at the start beyond the
 	// checkpoint's positions (several sources); nil once covered.
 	pending [][]hold
@@ -1125,41 +1125,32 @@ func (w *writer) ahead(i int, endSeq uint64) bool {
 }
 
 func newWriter(p *Pipeline, cp *checkpoint.Checkpoint, epoch uint64, pl plan) *writer {
-	w := &writer{p: p, cp: cp, epoch: epoch, skip: pl.skip, offs: pl.offsets, in: make(chan *batch, 64), free: make(chan *batch, 4)}
+	w := &writer{p: p, cp: cp, epoch: epoch, skip: pl.skip, offs: pl.offsets, in: make(chan *batch, 64), free: make(chan *batch, 4),
+		sched:  newSchedule(p.cfg.BatchBytes, len(p.formats), p.cfg.CheckpointEvery, plainSink(p), p.cfg.Now()),
+		budget: bytebudget.New(p.cfg.BufferBytes)}
 	if pl.holds != nil {
 		w.pending = make([][]hold, len(pl.holds))
 		for i := range pl.holds {
 			w.pending[i] = append([]hold(nil), pl.holds[i]...)
 		}
 	}
-	w.cond = sync.NewCond(&w.mu)
 	if w.skip == nil {
 		w.skip = make([]uint64, len(p.cfg.Sinks))
 	}
 	return w
 }
 
+// errWriterStopped is push's error after the writer was closed.
+var errWriterStopped = errors.New("pipeline: writer stopped")
+
 // push queues a batch, waiting while the buffer budget is used up.
 func (w *writer) push(ctx context.Context, bt *batch) error {
-	stop := context.AfterFunc(ctx, func() {
-		w.mu.Lock()
-		w.cond.Broadcast()
-		w.mu.Unlock()
-	})
-	defer stop()
-	w.mu.Lock()
-	for w.buffered > 0 && w.buffered+bt.size > w.p.cfg.BufferBytes && !w.closed && ctx.Err() == nil {
-		w.cond.Wait()
-	}
-	closed := w.closed
-	if !closed && ctx.Err() == nil {
-		w.buffered += bt.size
-	}
-	w.mu.Unlock()
-	if closed {
-		return errors.New("pipeline: writer stopped")
+	if err := w.budget.Acquire(ctx, bt.size); err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
+		// A stopped run queues nothing more, even with room.
+		w.budget.Release(bt.size)
 		return err
 	}
 	w.p.stats.buffered.Add(int64(bt.size))
@@ -1171,19 +1162,21 @@ func (w *writer) push(ctx context.Context, bt *batch) error {
 	}
 }
 
+// close ends the writer's input: it writes what is queued, then makes its
+// final save; a push after close fails.
 func (w *writer) close() {
-	w.mu.Lock()
-	if !w.closed {
-		w.closed = true
+	w.closeOnce.Do(func() {
+		w.budget.Close(errWriterStopped)
 		close(w.in)
-	}
-	w.cond.Broadcast()
-	w.mu.Unlock()
+	})
 }
 
 func (w *writer) run(ctx context.Context) error {
-	ticker := time.NewTicker(w.p.cfg.CheckpointEvery)
-	defer ticker.Stop()
+	// The timer wakes the writer at the schedule's ticks, to save the
+	// checkpoint when it is due.
+	now := w.p.cfg.Now()
+	timer := time.NewTimer(w.sched.wake(now).Sub(now))
+	defer timer.Stop()
 	for {
 		select {
 		case bt, ok := <-w.in:
@@ -1198,26 +1191,23 @@ func (w *writer) run(ctx context.Context) error {
 			if closed {
 				return w.finish(ctx)
 			}
-		case <-ticker.C:
+		case <-timer.C:
+			now := w.p.cfg.Now()
+			timer.Reset(w.sched.wake(now).Sub(now))
 			if err := w.save(ctx, false); err != nil {
 				w.err = err
 				return err
 			}
 		case <-ctx.Done():
-			// Save what is durable, with a short bound of its own.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			return w.save(sctx, true)
+			return w.finish(ctx)
 		}
 	}
 }
 
-// gather merges into bt the batches already waiting (up to four batch
-// sizes), so that a sink slower than the arrival of small batches writes
-// (and syncs) them together: group commit, which keeps latency low under
-// a steady load of small transactions.
+// gather merges into bt the batches already waiting, as far as the
+// schedule says (group commit, see schedule.more).
 func (w *writer) gather(bt *batch) (_ *batch, closed bool) {
-	for bt.encoded < 4*w.p.cfg.BatchBytes*len(w.p.formats) && !bt.fixesStart && !plainSink(w.p) {
+	for w.sched.more(bt.encoded, bt.fixesStart) {
 		select {
 		case nb, ok := <-w.in:
 			if !ok {
@@ -1268,9 +1258,11 @@ func (bt *batch) merge(nb *batch) {
 	bt.fixesStart = bt.fixesStart || nb.fixesStart
 }
 
+// finish makes the writer's final save, forced, when its input ended or
+// its run was cancelled: then with a bound of its own (schedule.stop).
 func (w *writer) finish(ctx context.Context) error {
-	if ctx.Err() != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if bound := w.sched.stop(ctx.Err() != nil); bound > 0 {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bound)
 		defer cancel()
 		ctx = sctx
 	}
@@ -1301,7 +1293,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 		for _, lm := range bt.lastMarks {
 			w.cp.LastMarks[w.p.srcs[lm.src].cfg.Name] = lm.seq
 		}
-		w.dirty = true
+		w.sched.changed()
 		if err := w.save(ctx, true); err != nil {
 			return err
 		}
@@ -1344,7 +1336,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 			}
 		}
 		w.cp.LastSeq = bt.endSeq
-		w.dirty = true
+		w.sched.changed()
 	}
 	for _, sn := range bt.snaps {
 		name := w.p.srcs[sn.src].cfg.Name
@@ -1361,7 +1353,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 			}
 			w.cp.Snapshots[name] = raw
 		}
-		w.dirty = true
+		w.sched.changed()
 	}
 	if len(w.cp.Opens) > 0 {
 		// Open transactions recorded by an older sluice: once every sink
@@ -1373,7 +1365,7 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 			return si >= 0 && !bt.ends[si].IsZero() && bt.ends[si].Compare(o.Begin) > 0
 		})
 		if len(w.cp.Opens) != n {
-			w.dirty = true
+			w.sched.changed()
 		}
 	}
 	last := bt.LastSeq()
@@ -1402,14 +1394,9 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 			s.CommitTime, s.Lag = bt.commit, now.Sub(bt.commit)
 		}
 	})
-	w.mu.Lock()
-	w.buffered -= bt.size
-	w.cond.Broadcast()
-	w.mu.Unlock()
+	w.budget.Release(bt.size)
 	st.buffered.Add(-int64(bt.size))
-	// During a snapshot every batch is checkpointed: re-read rows cannot be
-	// told apart from new ones, so the window of repeats is kept short.
-	force := bt.inSnapshot || len(bt.snaps) > 0 || bt.fixesStart
+	force := w.sched.written(batchFacts{inSnapshot: bt.inSnapshot, snaps: len(bt.snaps) > 0, fixesStart: bt.fixesStart})
 	select {
 	case w.free <- bt:
 	default:
@@ -1495,11 +1482,11 @@ func (w *writer) writeSink(ctx context.Context, i int, bt *batch) error {
 	}
 }
 
-// save stores the checkpoint when something changed and it is due (or
-// force is set).
+// save stores the checkpoint when the schedule says it is due (it
+// changed, and the interval passed or force is set).
 func (w *writer) save(ctx context.Context, force bool) error {
 	now := w.p.cfg.Now()
-	if !w.dirty || (!force && now.Sub(w.lastSave) < w.p.cfg.CheckpointEvery) {
+	if !w.sched.due(now, force) {
 		return nil
 	}
 	w.cp.SavedAt = time.Time{}
@@ -1507,7 +1494,8 @@ func (w *writer) save(ctx context.Context, force bool) error {
 	if err != nil {
 		return w.p.saveError(fmt.Errorf("saving checkpoint: %w", err))
 	}
-	w.cp.Version, w.lastSave, w.dirty = v, now, false
+	w.cp.Version = v
+	w.sched.saved(now)
 	w.p.stats.checkpoints.Add(1)
 	w.p.setStatus(func(s *Status) { s.CheckpointVersion, s.CheckpointAt = v, now })
 	return nil

@@ -115,7 +115,7 @@ func (b *builder) plainTxn(ctx context.Context, si int, t *binlog.Txn, et int64,
 			continue
 		}
 		bt.buf = b.plain.enc.AppendSnapshotChange(bt.buf, t, ch, snap)
-		if i == n-1 || len(bt.buf) >= b.p.cfg.BatchBytes {
+		if i == n-1 || b.w.sched.cut(len(bt.buf)) {
 			m := Message{Seq: b.nextSeq, Source: b.srcs[si].name, Snapshot: t.Snapshot, EventTime: evt}
 			b.nextSeq++
 			if t.Last && !t.Snapshot && i == n-1 {
@@ -147,7 +147,7 @@ func (b *builder) plainTxn(ctx context.Context, si int, t *binlog.Txn, et int64,
 		}
 	}
 	t.Release()
-	if len(bt.buf) >= b.p.cfg.BatchBytes || b.plain.none && b.plain.read >= b.p.cfg.BatchBytes {
+	if b.w.sched.cut(len(bt.buf)) || b.plain.none && b.w.sched.cut(b.plain.read) {
 		return b.flush(ctx)
 	}
 	return nil

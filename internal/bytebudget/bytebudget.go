@@ -6,7 +6,12 @@
 // that grows without bound, whatever the sizes of the items.
 //
 // An item larger than the whole limit still passes, alone: it waits until
-// nothing is in flight.
+// nothing is in flight. Fits is that rule, for a queue that counts its
+// bytes itself (the pipeline's aligner, a pure state machine).
+//
+// A budget can be closed (Close) when its consumer stops: a producer
+// waiting in Acquire, and every later Acquire, then gets the error the
+// consumer gave.
 package bytebudget
 
 import (
@@ -22,19 +27,27 @@ type Budget struct {
 	mu   sync.Mutex
 	used int
 	// freed is made by a waiting Acquire and closed (and forgotten) by the
-	// next Release, which so wakes every waiter.
+	// next Release or Close, which so wakes every waiter.
 	freed chan struct{}
+	// closed is Close's error (nil: open).
+	closed error
 }
 
 // New returns a budget of limit bytes.
 func New(limit int) *Budget { return &Budget{limit: limit} }
 
-// Acquire takes n bytes of the budget, waiting while bytes are in flight
-// and n more would go over the limit. It returns ctx's error, having
-// taken nothing, if ctx ends while it waits.
+// Fits reports whether n more bytes may be taken while used are in
+// flight under limit: they fit, or nothing is in flight (an item larger
+// than the limit passes alone).
+func Fits(used, n, limit int) bool { return used == 0 || used+n <= limit }
+
+// Acquire takes n bytes of the budget, waiting while they do not fit
+// (see Fits). It returns, having taken nothing, ctx's error if ctx ends
+// while it waits, and Close's error if the budget is closed before or
+// while it waits (that one first when both happen).
 func (b *Budget) Acquire(ctx context.Context, n int) error {
 	b.mu.Lock()
-	for b.used > 0 && b.used+n > b.limit {
+	for b.closed == nil && !Fits(b.used, n, b.limit) {
 		if b.freed == nil {
 			b.freed = make(chan struct{})
 		}
@@ -43,9 +56,19 @@ func (b *Budget) Acquire(ctx context.Context, n int) error {
 		select {
 		case <-freed:
 		case <-ctx.Done():
+			b.mu.Lock()
+			err := b.closed
+			b.mu.Unlock()
+			if err != nil {
+				return err
+			}
 			return ctx.Err()
 		}
 		b.mu.Lock()
+	}
+	if err := b.closed; err != nil {
+		b.mu.Unlock()
+		return err
 	}
 	b.used += n
 	b.mu.Unlock()
@@ -56,11 +79,28 @@ func (b *Budget) Acquire(ctx context.Context, n int) error {
 func (b *Budget) Release(n int) {
 	b.mu.Lock()
 	b.used -= n
+	b.wake()
+	b.mu.Unlock()
+}
+
+// Close closes the budget with err (non-nil): the waiting Acquire calls
+// return it, and so does every later one. Release and Used go on
+// working. Closing a closed budget keeps the first error.
+func (b *Budget) Close(err error) {
+	b.mu.Lock()
+	if b.closed == nil {
+		b.closed = err
+	}
+	b.wake()
+	b.mu.Unlock()
+}
+
+// wake wakes every waiting Acquire (b.mu held).
+func (b *Budget) wake() {
 	if b.freed != nil {
 		close(b.freed)
 		b.freed = nil
 	}
-	b.mu.Unlock()
 }
 
 // Used returns the bytes in flight.
