@@ -23,7 +23,6 @@ package sqlstmt
 
 import (
 	"errors"
-	"log/slog"
 	"strings"
 
 	vtlog "vitess.io/vitess/go/vt/log"
@@ -110,7 +109,7 @@ type Statement struct {
 var parser = func() *sqlparser.Parser {
 	// The grammar logs the whole text of a DDL statement it reads only in
 	// part; sluice reports unreadable statements itself, by their Preview.
-	vtlog.Warn = func(string, ...slog.Attr) {}
+	vtlog.Warningf = func(string, ...any) {}
 	p, err := sqlparser.New(sqlparser.Options{MySQLServerVersion: "8.4.0"})
 	if err != nil {
 		panic(err) // a constant version string
