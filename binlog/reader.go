@@ -25,7 +25,9 @@ import (
 
 	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/internal/bytebudget"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -599,12 +601,18 @@ func (r *Reader) start() {
 
 func (r *Reader) log() *slog.Logger { return r.cfg.Logger }
 
-func (r *Reader) dial(ctx context.Context) (*client.Conn, error) { return Dial(ctx, r.cfg) }
+func (r *Reader) dial(ctx context.Context) (*client.Conn, error) { return dial(ctx, r.cfg) }
 
 // Dial opens a plain SQL connection to cfg's server (address, user,
 // password, TLS), for queries beside the replication stream: cfg.Addr or,
 // when it cannot be reached, the first of cfg.Addrs that can.
-func Dial(ctx context.Context, cfg Config) (*client.Conn, error) {
+func Dial(ctx context.Context, cfg Config) (*mysqlconn.Conn, error) {
+	c, err := dial(ctx, cfg)
+	return rawconn.Wrap(c), err
+}
+
+// dial is Dial for sluice's own queries, on the go-mysql connection.
+func dial(ctx context.Context, cfg Config) (*client.Conn, error) {
 	c, _, _, err := dialFirst(ctx, cfg)
 	return c, err
 }
@@ -612,9 +620,9 @@ func Dial(ctx context.Context, cfg Config) (*client.Conn, error) {
 // DialFirst is Dial, and returns the configuration of the server reached,
 // with no other addresses (see Only): connections that must reach the same
 // server (a snapshot's) dial with it.
-func DialFirst(ctx context.Context, cfg Config) (*client.Conn, Config, error) {
+func DialFirst(ctx context.Context, cfg Config) (*mysqlconn.Conn, Config, error) {
 	c, _, reached, err := dialFirst(ctx, cfg)
-	return c, reached.Only(), err
+	return rawconn.Wrap(c), reached.Only(), err
 }
 
 // Only is c for its address Addr alone: Addrs emptied, so that a
@@ -916,7 +924,7 @@ func (r *Reader) checkStart(c *client.Conn, info ServerInfo) (err error) {
 	}
 	src := r.cfg.Schema
 	if src == nil {
-		own := &selectChecked{SchemaSource: NewInfoSchema(r.dial), dial: r.dial}
+		own := &selectChecked{SchemaSource: newInfoSchema(r.dial), dial: r.dial}
 		src, r.ownSchema = own, own
 	}
 	if h := r.cfg.History; h != nil {
@@ -966,7 +974,7 @@ func (r *Reader) checkStart(c *client.Conn, info ServerInfo) (err error) {
 	}
 	r.resume = start
 	if h := r.cfg.History; h != nil && h.Empty() {
-		if err := h.Capture(r.ctx, c, position.Position{File: start.File, Offset: start.Offset}); err != nil {
+		if err := h.capture(r.ctx, c, position.Position{File: start.File, Offset: start.Offset}); err != nil {
 			return err
 		}
 	}
@@ -1070,7 +1078,7 @@ func preflight(c *client.Conn, serverID uint32, log *slog.Logger) (ServerInfo, e
 	info.Identity = strconv.FormatUint(sid, 10)
 	rs.Close()
 	if v.mysql() {
-		if info.Identity, err = ServerIdentity(c); err != nil {
+		if info.Identity, err = serverIdentity(c); err != nil {
 			return info, err
 		}
 	}
@@ -1392,7 +1400,9 @@ func (r *Reader) stream() (delivered bool, err error) {
 // no context (over a stalled link one waits for ever); it returns the
 // function that stops that. (The socket, not c: closing c writes its
 // state, which a query running on another goroutine uses.)
-func CutOnDone(ctx context.Context, c *client.Conn) func() bool { return cutOnDone(ctx, c) }
+func CutOnDone(ctx context.Context, c *mysqlconn.Conn) func() bool {
+	return cutOnDone(ctx, rawconn.Raw(c))
+}
 
 func cutOnDone(ctx context.Context, c *client.Conn) func() bool {
 	raw := c.Conn.Conn
