@@ -1368,7 +1368,10 @@ func (r *Reader) stream() (delivered bool, err error) {
 		r.file = f.from.File
 		s, err = syncer.StartSync(mysql.Position{Name: f.from.File, Pos: f.from.Offset})
 	} else if r.resume.GTIDs != "" && !r.startByFile && r.byGTID {
-		s, err = syncer.StartSyncGTID(r.gset.Clone().Set)
+		var set mysql.GTIDSet
+		if set, err = syncSet(r.gset); err == nil {
+			s, err = syncer.StartSyncGTID(set)
+		}
 	} else {
 		s, err = syncer.StartSync(mysql.Position{Name: r.resume.File, Pos: r.resume.Offset})
 	}
@@ -1394,6 +1397,19 @@ func (r *Reader) stream() (delivered bool, err error) {
 		r.skip = skipState{gtid: r.asm.gtid, begin: r.asm.begin, changes: r.asm.delivered, chunk: r.asm.chunk}
 	}
 	return h.delivered, r.classify(err)
+}
+
+// syncSet is g as go-mysql's syncer takes it (nil for the zero set),
+// parsed again from its text: position keeps its go-mysql set to itself.
+func syncSet(g position.GTIDSet) (mysql.GTIDSet, error) {
+	if g.IsZero() {
+		return nil, nil
+	}
+	set, err := mysql.ParseGTIDSet(string(g.Flavor), g.String())
+	if err != nil {
+		return nil, fmt.Errorf("binlog: GTID set %q: %w", g.String(), err)
+	}
+	return set, nil
 }
 
 // CutOnDone closes c's socket when ctx ends, since go-mysql's queries take
@@ -1723,7 +1739,7 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 	case *replication.PreviousGTIDsEvent:
 		// A file starts with the GTID state before it: when nothing else
 		// gave the state (reading files), start from it.
-		if r.gset.Set == nil && !r.asm.open && r.flavor == position.MySQL {
+		if r.gset.IsZero() && !r.asm.open && r.flavor == position.MySQL {
 			g, err := position.ParseGTIDSet(position.MySQL, e.GTIDSets)
 			if err != nil {
 				return fmt.Errorf("%w: PREVIOUS_GTIDS event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos, err)
@@ -1735,7 +1751,7 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		return nil
 	case *replication.MariadbGTIDListEvent:
 		defer r.advanceIdle(hdr)
-		if r.gset.Set == nil && !r.asm.open && r.flavor == position.MariaDB && len(e.GTIDs) > 0 {
+		if r.gset.IsZero() && !r.asm.open && r.flavor == position.MariaDB && len(e.GTIDs) > 0 {
 			parts := make([]string, len(e.GTIDs))
 			for i, g := range e.GTIDs {
 				parts[i] = fmt.Sprintf("%d-%d-%d", g.DomainID, g.ServerID, g.SequenceNumber)
@@ -2294,10 +2310,10 @@ func (r *Reader) endHere(hdr *replication.EventHeader) position.Position {
 	end := r.here(hdr.LogPos)
 	g := r.gset.Clone()
 	if r.asm.gtid != "" && r.fetch == nil {
-		if g.Set == nil {
+		if g.IsZero() {
 			g, _ = position.ParseGTIDSet(r.flavor, "")
 		}
-		if g.Set != nil && g.Add(r.asm.gtid) != nil {
+		if !g.IsZero() && g.Add(r.asm.gtid) != nil {
 			return end
 		}
 	}
@@ -2313,7 +2329,7 @@ func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
 	end := r.here(hdr.LogPos)
 	if f := r.fetch; f != nil {
 		end, r.gset = f.end, f.gset.Clone()
-	} else if r.asm.gtid != "" && r.gset.Set == nil {
+	} else if r.asm.gtid != "" && r.gset.IsZero() {
 		if g, err := position.ParseGTIDSet(r.flavor, ""); err == nil {
 			r.gset = g
 		}
