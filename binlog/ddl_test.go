@@ -10,12 +10,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/go-mysql-org/go-mysql/client"
-
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -258,7 +257,7 @@ func TestDDLSchemaCacheInvalidation(t *testing.T) {
 		exec(t, db, "CREATE DATABASE shop", "CREATE DATABASE other",
 			"CREATE TABLE shop.t (id INT PRIMARY KEY, a INT)", "CREATE TABLE shop.u (id INT PRIMARY KEY, a INT)",
 			"CREATE TABLE other.o (id INT PRIMARY KEY)")
-		src := binlog.NewInfoSchema(func(ctx context.Context) (*client.Conn, error) { return db.Conn(ctx) })
+		src := binlog.NewInfoSchema(func(ctx context.Context) (*mysqlconn.Conn, error) { return db.Conn(ctx) })
 		t.Cleanup(func() { src.Close() })
 		r := newReader(t, db, func(c *binlog.Config) { c.Schema = src })
 		if err := r.Ready(timeout(t)); err != nil {

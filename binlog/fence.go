@@ -154,7 +154,7 @@ func (f *fence) replaced(ctx context.Context, cfg Config) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, cfg)
+	c, err := dial(ctx, cfg)
 	if err != nil {
 		return nil // the reconnection will tell
 	}

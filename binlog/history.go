@@ -17,7 +17,9 @@ import (
 	"vitess.io/vitess/go/vt/sqlparser"
 	"vitess.io/vitess/go/vt/vtenv"
 
+	"github.com/sluice-cdc/sluice/internal/rawconn"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -167,7 +169,11 @@ func (h *History) SetFallback(src SchemaSource) {
 // Capture reads the definitions of the selected tables from the server
 // (SHOW CREATE TABLE, and each database's default character set) as the
 // base at pos, the position they are current at, and stores the base.
-func (h *History) Capture(ctx context.Context, c *client.Conn, pos position.Position) error {
+func (h *History) Capture(ctx context.Context, c *mysqlconn.Conn, pos position.Position) error {
+	return h.capture(ctx, rawconn.Raw(c), pos)
+}
+
+func (h *History) capture(ctx context.Context, c *client.Conn, pos position.Position) error {
 	if rs, err := c.Execute("SET SESSION show_gipk_in_create_table_and_information_schema = ON"); err == nil {
 		rs.Close()
 	}

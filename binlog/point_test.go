@@ -7,10 +7,9 @@ import (
 	"io"
 	"testing"
 
-	"github.com/go-mysql-org/go-mysql/client"
-
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -48,7 +47,7 @@ func TestPointColumn(t *testing.T) {
 			mod  func(*binlog.Config)
 		}{
 			{"information_schema", func(c *binlog.Config) {
-				src := binlog.NewInfoSchema(func(ctx context.Context) (*client.Conn, error) { return db.Conn(ctx) })
+				src := binlog.NewInfoSchema(func(ctx context.Context) (*mysqlconn.Conn, error) { return db.Conn(ctx) })
 				t.Cleanup(func() { src.Close() })
 				c.Schema = src
 			}},

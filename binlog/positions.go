@@ -11,6 +11,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -27,7 +29,8 @@ import (
 // offset already includes. Use CurrentPosition for a position whose GTID
 // state matches its offset, unless writes are blocked (FLUSH TABLES WITH
 // READ LOCK) while reading.
-func BinlogPosition(c *client.Conn) (position.Position, error) {
+func BinlogPosition(conn *mysqlconn.Conn) (position.Position, error) {
+	c := rawconn.Raw(conn)
 	v, err := ParseServerVersion(c.GetServerVersion())
 	if err != nil {
 		return position.Position{}, err
@@ -38,7 +41,9 @@ func BinlogPosition(c *client.Conn) (position.Position, error) {
 // ServerIdentity returns the identity of c's server as positions name it
 // (position.Position.Server): MySQL's server_uuid, MariaDB's server_id in
 // decimal.
-func ServerIdentity(c *client.Conn) (string, error) {
+func ServerIdentity(c *mysqlconn.Conn) (string, error) { return serverIdentity(rawconn.Raw(c)) }
+
+func serverIdentity(c *client.Conn) (string, error) {
 	v, err := ParseServerVersion(c.GetServerVersion())
 	if err != nil {
 		return "", err
@@ -90,7 +95,8 @@ func binlogStatus(c *client.Conn, v ServerVersion) (position.Position, error) {
 // with BACKUP_ADMIN); without that privilege, the status statement's
 // offset and the GTID state at that offset as GTIDAt computes it.
 // MariaDB: SHOW MASTER STATUS and BINLOG_GTID_POS.
-func CurrentPosition(c *client.Conn) (position.Position, error) {
+func CurrentPosition(conn *mysqlconn.Conn) (position.Position, error) {
+	c := rawconn.Raw(conn)
 	v, err := ParseServerVersion(c.GetServerVersion())
 	if err != nil {
 		return position.Position{}, err
@@ -155,7 +161,8 @@ func logStatus(c *client.Conn) (position.Position, error) {
 //
 // The connection stays usable (a transaction open on it stays open), so a
 // snapshot can call it on its coordinating connection.
-func GTIDAt(c *client.Conn, p position.Position) (string, error) {
+func GTIDAt(conn *mysqlconn.Conn, p position.Position) (string, error) {
+	c := rawconn.Raw(conn)
 	v, err := ParseServerVersion(c.GetServerVersion())
 	if err != nil {
 		return "", err
@@ -592,7 +599,7 @@ func mariaDBMissing(saved, state string) string {
 // ahead of the server, a file it never wrote, an offset past a file's
 // end) is an error wrapping ErrPositionUnknown, not "purged".
 func PositionPurged(ctx context.Context, cfg Config, p position.Position) (purged bool, oldest string, err error) {
-	c, err := Dial(ctx, cfg)
+	c, err := dial(ctx, cfg)
 	if err != nil {
 		return false, "", err
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -24,7 +26,7 @@ type checkpointed struct {
 	gset position.GTIDSet
 }
 
-func conn(t *testing.T, db *testenv.Server) *client.Conn {
+func conn(t *testing.T, db *testenv.Server) *mysqlconn.Conn {
 	t.Helper()
 	c, err := db.Conn(context.Background())
 	if err != nil {
@@ -177,7 +179,7 @@ func TestCurrentPositionIsConsistent(t *testing.T) {
 		defer plain.Close()
 		var got []position.Position
 		for i := 0; i < 20; i++ {
-			for _, c := range []*client.Conn{root, plain} {
+			for _, c := range []*mysqlconn.Conn{root, rawconn.Wrap(plain)} {
 				p, err := binlog.CurrentPosition(c)
 				if err != nil {
 					t.Fatal(err)

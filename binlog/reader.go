@@ -25,7 +25,9 @@ import (
 
 	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/internal/bytebudget"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -599,12 +601,18 @@ func (r *Reader) start() {
 
 func (r *Reader) log() *slog.Logger { return r.cfg.Logger }
 
-func (r *Reader) dial(ctx context.Context) (*client.Conn, error) { return Dial(ctx, r.cfg) }
+func (r *Reader) dial(ctx context.Context) (*client.Conn, error) { return dial(ctx, r.cfg) }
 
 // Dial opens a plain SQL connection to cfg's server (address, user,
 // password, TLS), for queries beside the replication stream: cfg.Addr or,
 // when it cannot be reached, the first of cfg.Addrs that can.
-func Dial(ctx context.Context, cfg Config) (*client.Conn, error) {
+func Dial(ctx context.Context, cfg Config) (*mysqlconn.Conn, error) {
+	c, err := dial(ctx, cfg)
+	return rawconn.Wrap(c), err
+}
+
+// dial is Dial for sluice's own queries, on the go-mysql connection.
+func dial(ctx context.Context, cfg Config) (*client.Conn, error) {
 	c, _, _, err := dialFirst(ctx, cfg)
 	return c, err
 }
@@ -612,9 +620,9 @@ func Dial(ctx context.Context, cfg Config) (*client.Conn, error) {
 // DialFirst is Dial, and returns the configuration of the server reached,
 // with no other addresses (see Only): connections that must reach the same
 // server (a snapshot's) dial with it.
-func DialFirst(ctx context.Context, cfg Config) (*client.Conn, Config, error) {
+func DialFirst(ctx context.Context, cfg Config) (*mysqlconn.Conn, Config, error) {
 	c, _, reached, err := dialFirst(ctx, cfg)
-	return c, reached.Only(), err
+	return rawconn.Wrap(c), reached.Only(), err
 }
 
 // Only is c for its address Addr alone: Addrs emptied, so that a
@@ -916,7 +924,7 @@ func (r *Reader) checkStart(c *client.Conn, info ServerInfo) (err error) {
 	}
 	src := r.cfg.Schema
 	if src == nil {
-		own := &selectChecked{SchemaSource: NewInfoSchema(r.dial), dial: r.dial}
+		own := &selectChecked{SchemaSource: newInfoSchema(r.dial), dial: r.dial}
 		src, r.ownSchema = own, own
 	}
 	if h := r.cfg.History; h != nil {
@@ -966,7 +974,7 @@ func (r *Reader) checkStart(c *client.Conn, info ServerInfo) (err error) {
 	}
 	r.resume = start
 	if h := r.cfg.History; h != nil && h.Empty() {
-		if err := h.Capture(r.ctx, c, position.Position{File: start.File, Offset: start.Offset}); err != nil {
+		if err := h.capture(r.ctx, c, position.Position{File: start.File, Offset: start.Offset}); err != nil {
 			return err
 		}
 	}
@@ -1070,7 +1078,7 @@ func preflight(c *client.Conn, serverID uint32, log *slog.Logger) (ServerInfo, e
 	info.Identity = strconv.FormatUint(sid, 10)
 	rs.Close()
 	if v.mysql() {
-		if info.Identity, err = ServerIdentity(c); err != nil {
+		if info.Identity, err = serverIdentity(c); err != nil {
 			return info, err
 		}
 	}
@@ -1360,7 +1368,10 @@ func (r *Reader) stream() (delivered bool, err error) {
 		r.file = f.from.File
 		s, err = syncer.StartSync(mysql.Position{Name: f.from.File, Pos: f.from.Offset})
 	} else if r.resume.GTIDs != "" && !r.startByFile && r.byGTID {
-		s, err = syncer.StartSyncGTID(r.gset.Clone().Set)
+		var set mysql.GTIDSet
+		if set, err = syncSet(r.gset); err == nil {
+			s, err = syncer.StartSyncGTID(set)
+		}
 	} else {
 		s, err = syncer.StartSync(mysql.Position{Name: r.resume.File, Pos: r.resume.Offset})
 	}
@@ -1388,11 +1399,26 @@ func (r *Reader) stream() (delivered bool, err error) {
 	return h.delivered, r.classify(err)
 }
 
+// syncSet is g as go-mysql's syncer takes it (nil for the zero set),
+// parsed again from its text: position keeps its go-mysql set to itself.
+func syncSet(g position.GTIDSet) (mysql.GTIDSet, error) {
+	if g.IsZero() {
+		return nil, nil
+	}
+	set, err := mysql.ParseGTIDSet(string(g.Flavor), g.String())
+	if err != nil {
+		return nil, fmt.Errorf("binlog: GTID set %q: %w", g.String(), err)
+	}
+	return set, nil
+}
+
 // CutOnDone closes c's socket when ctx ends, since go-mysql's queries take
 // no context (over a stalled link one waits for ever); it returns the
 // function that stops that. (The socket, not c: closing c writes its
 // state, which a query running on another goroutine uses.)
-func CutOnDone(ctx context.Context, c *client.Conn) func() bool { return cutOnDone(ctx, c) }
+func CutOnDone(ctx context.Context, c *mysqlconn.Conn) func() bool {
+	return cutOnDone(ctx, rawconn.Raw(c))
+}
 
 func cutOnDone(ctx context.Context, c *client.Conn) func() bool {
 	raw := c.Conn.Conn
@@ -1713,7 +1739,7 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 	case *replication.PreviousGTIDsEvent:
 		// A file starts with the GTID state before it: when nothing else
 		// gave the state (reading files), start from it.
-		if r.gset.Set == nil && !r.asm.open && r.flavor == position.MySQL {
+		if r.gset.IsZero() && !r.asm.open && r.flavor == position.MySQL {
 			g, err := position.ParseGTIDSet(position.MySQL, e.GTIDSets)
 			if err != nil {
 				return fmt.Errorf("%w: PREVIOUS_GTIDS event at %s:%d: %v", ErrCorrupt, r.file, hdr.LogPos, err)
@@ -1725,7 +1751,7 @@ func (r *Reader) handle(ev *replication.BinlogEvent, h *eventHandler) error {
 		return nil
 	case *replication.MariadbGTIDListEvent:
 		defer r.advanceIdle(hdr)
-		if r.gset.Set == nil && !r.asm.open && r.flavor == position.MariaDB && len(e.GTIDs) > 0 {
+		if r.gset.IsZero() && !r.asm.open && r.flavor == position.MariaDB && len(e.GTIDs) > 0 {
 			parts := make([]string, len(e.GTIDs))
 			for i, g := range e.GTIDs {
 				parts[i] = fmt.Sprintf("%d-%d-%d", g.DomainID, g.ServerID, g.SequenceNumber)
@@ -2284,10 +2310,10 @@ func (r *Reader) endHere(hdr *replication.EventHeader) position.Position {
 	end := r.here(hdr.LogPos)
 	g := r.gset.Clone()
 	if r.asm.gtid != "" && r.fetch == nil {
-		if g.Set == nil {
+		if g.IsZero() {
 			g, _ = position.ParseGTIDSet(r.flavor, "")
 		}
-		if g.Set != nil && g.Add(r.asm.gtid) != nil {
+		if !g.IsZero() && g.Add(r.asm.gtid) != nil {
 			return end
 		}
 	}
@@ -2303,7 +2329,7 @@ func (r *Reader) commit(hdr *replication.EventHeader, h *eventHandler) error {
 	end := r.here(hdr.LogPos)
 	if f := r.fetch; f != nil {
 		end, r.gset = f.end, f.gset.Clone()
-	} else if r.asm.gtid != "" && r.gset.Set == nil {
+	} else if r.asm.gtid != "" && r.gset.IsZero() {
 		if g, err := position.ParseGTIDSet(r.flavor, ""); err == nil {
 			r.gset = g
 		}

@@ -12,6 +12,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
 // ErrSchemaMismatch is returned when a row event does not fit the table
@@ -350,7 +352,14 @@ type InfoSchema struct {
 }
 
 // NewInfoSchema returns a SchemaSource that connects with dial when first used.
-func NewInfoSchema(dial func(ctx context.Context) (*client.Conn, error)) *InfoSchema {
+func NewInfoSchema(dial func(ctx context.Context) (*mysqlconn.Conn, error)) *InfoSchema {
+	return newInfoSchema(func(ctx context.Context) (*client.Conn, error) {
+		c, err := dial(ctx)
+		return rawconn.Raw(c), err
+	})
+}
+
+func newInfoSchema(dial func(ctx context.Context) (*client.Conn, error)) *InfoSchema {
 	s := &InfoSchema{dial: dial}
 	s.mu.cache = map[string]*Table{}
 	return s

@@ -199,7 +199,7 @@ func (r *Reader) xaOutcome(hdr *replication.EventHeader, verb, xid string, h *ev
 func (r *Reader) startFetch(xid string, from position.Position, prepare string, end position.Position) error {
 	gset := r.gset.Clone()
 	if r.asm.gtid != "" {
-		if gset.Set == nil {
+		if gset.IsZero() {
 			gset, _ = position.ParseGTIDSet(r.flavor, "")
 		}
 		if err := gset.Add(r.asm.gtid); err != nil {

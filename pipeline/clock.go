@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
-
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
 // clockEstimate is a source's clock offset (server minus sluice), taken
@@ -72,7 +71,7 @@ func (in *input) sampleClock(ctx context.Context, every time.Duration) {
 	}
 	cfg := in.src.cfg.Binlog
 	var (
-		c    *client.Conn
+		c    *mysqlconn.Conn
 		stop = func() bool { return false }
 	)
 	defer func() {
@@ -125,7 +124,7 @@ func (in *input) sampleClock(ctx context.Context, every time.Duration) {
 
 // sampleOnce reads the server's time, then its binlog position: every
 // transaction committed before that time is at or before the position.
-func (in *input) sampleOnce(c *client.Conn) error {
+func (in *input) sampleOnce(c *mysqlconn.Conn) error {
 	now := in.m.p.cfg.Now
 	t0 := now()
 	in.clock.inflight.Store(t0.UnixNano())

@@ -106,11 +106,16 @@ func ParseFilePos(s string) (Position, error) {
 	return Position{File: s[:i], Offset: uint32(off)}, nil
 }
 
-// GTIDSet is a parsed GTID state of either flavour.
+// GTIDSet is a parsed GTID state of either flavour. The zero GTIDSet
+// holds no set (IsZero); ParseGTIDSet makes one, Add adds to it.
 type GTIDSet struct {
 	Flavor Flavor
-	Set    mysql.GTIDSet
+	set    mysql.GTIDSet // nil in the zero GTIDSet
 }
+
+// IsZero reports whether g is the zero GTIDSet, holding no parsed set.
+// The set parsed from "" is empty, not zero: Add works on it.
+func (g GTIDSet) IsZero() bool { return g.set == nil }
 
 // DetectFlavor guesses the flavour of a GTID text: MariaDB GTIDs are
 // three numbers joined by dashes; MySQL GTIDs start with a UUID.
@@ -159,7 +164,7 @@ func ParseGTIDSet(flavor Flavor, s string) (GTIDSet, error) {
 	if err != nil {
 		return GTIDSet{}, fmt.Errorf("%w: %s GTID set %q: %v", ErrSyntax, flavor, s, err)
 	}
-	return GTIDSet{Flavor: flavor, Set: set}, nil
+	return GTIDSet{Flavor: flavor, set: set}, nil
 }
 
 // checkMariaDB validates "D-S-N[,D-S-N...]" strictly: go-mysql accepts
@@ -188,26 +193,26 @@ func checkMariaDB(s string) error {
 
 // String renders the set canonically.
 func (g GTIDSet) String() string {
-	if g.Set == nil {
+	if g.set == nil {
 		return ""
 	}
-	return g.Set.String()
+	return g.set.String()
 }
 
 // Contains reports whether every transaction of o is in g. For MariaDB it
 // compares per domain: g contains o when, for every domain of o, g's last
 // sequence number is at least o's.
 func (g GTIDSet) Contains(o GTIDSet) bool {
-	if g.Set == nil {
-		return o.Set == nil || o.String() == ""
+	if g.set == nil {
+		return o.set == nil || o.String() == ""
 	}
-	if o.Set == nil {
+	if o.set == nil {
 		return true
 	}
 	if g.Flavor != o.Flavor {
 		return false
 	}
-	return g.Set.Contain(o.Set)
+	return g.set.Contain(o.set)
 }
 
 // Equal reports whether g and o hold the same transactions.
@@ -217,18 +222,18 @@ func (g GTIDSet) Equal(o GTIDSet) bool {
 
 // Clone returns an independent copy.
 func (g GTIDSet) Clone() GTIDSet {
-	if g.Set == nil {
+	if g.set == nil {
 		return g
 	}
-	return GTIDSet{Flavor: g.Flavor, Set: g.Set.Clone()}
+	return GTIDSet{Flavor: g.Flavor, set: g.set.Clone()}
 }
 
 // Add records one transaction's GTID ("uuid:N" or "D-S-N") in g.
 func (g GTIDSet) Add(gtid string) error {
-	if g.Set == nil {
+	if g.set == nil {
 		return errors.New("position: Add on an empty GTIDSet; parse one first")
 	}
-	if err := g.Set.Update(gtid); err != nil {
+	if err := g.set.Update(gtid); err != nil {
 		return fmt.Errorf("%w: GTID %q: %v", ErrSyntax, gtid, err)
 	}
 	return nil

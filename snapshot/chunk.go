@@ -13,6 +13,8 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
 // ChunkQuery returns a query for Scan that reads the rows of t that match
@@ -303,7 +305,12 @@ func cloneValue(v binlog.Value) binlog.Value {
 //
 // SplitPoints runs queries on c with Scan (so SessionSQL too); run it in
 // the snapshot's transaction so that the points fit the rows it reads.
-func SplitPoints(ctx context.Context, c *client.Conn, t *binlog.Table, key []int, where string, n int) ([]binlog.Row, error) {
+func SplitPoints(ctx context.Context, c *mysqlconn.Conn, t *binlog.Table, key []int, where string, n int) ([]binlog.Row, error) {
+	return splitPoints(ctx, rawconn.Raw(c), t, key, where, n)
+}
+
+// splitPoints is SplitPoints on the go-mysql connection.
+func splitPoints(ctx context.Context, c *client.Conn, t *binlog.Table, key []int, where string, n int) ([]binlog.Row, error) {
 	if n < 2 || len(key) == 0 {
 		return nil, nil
 	}
@@ -384,7 +391,7 @@ func splitInts(ctx context.Context, c *client.Conn, t *binlog.Table, k int, wher
 		q += " WHERE (" + where + ")"
 	}
 	var lo, hi binlog.Value
-	err = Scan(ctx, c, mm, q, nil, func(r binlog.Row) error {
+	err = scan(ctx, c, mm, q, nil, func(r binlog.Row) error {
 		lo, hi = r[0], r[1]
 		return nil
 	})
@@ -507,7 +514,7 @@ func keyAfter(ctx context.Context, c *client.Conn, t *binlog.Table, key []int, w
 	}
 	q, args := chunkQuery(t, SelectList(kt), key, where, prev, nil, 1, int(skip))
 	var p binlog.Row
-	err := Scan(ctx, c, kt, q, args, func(r binlog.Row) error {
+	err := scan(ctx, c, kt, q, args, func(r binlog.Row) error {
 		p = make(binlog.Row, len(t.Columns))
 		for j, k := range key {
 			p[k] = cloneValue(r[j])

@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-mysql-org/go-mysql/client"
-
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
@@ -31,7 +30,7 @@ func rowText(t *binlog.Table, row binlog.Row) string {
 // readRange reads the rows of (after, upTo] chunk by chunk, each chunk
 // resuming after the last row of the one before, and returns them in the
 // order read.
-func readRange(t *testing.T, c *client.Conn, tbl *binlog.Table, key []int, where string, after, upTo binlog.Row, limit int) []string {
+func readRange(t *testing.T, c *mysqlconn.Conn, tbl *binlog.Table, key []int, where string, after, upTo binlog.Row, limit int) []string {
 	t.Helper()
 	ctx := context.Background()
 	var out []string
@@ -60,7 +59,7 @@ func readRange(t *testing.T, c *client.Conn, tbl *binlog.Table, key []int, where
 // checkChunking reads the table whole, in chunks, and in the ranges of
 // SplitPoints, and requires every way to return every row once in key
 // order.
-func checkChunking(t *testing.T, c *client.Conn, info *snapshot.TableInfo, where string, wantRows int) {
+func checkChunking(t *testing.T, c *mysqlconn.Conn, info *snapshot.TableInfo, where string, wantRows int) {
 	t.Helper()
 	tbl, key := info.Table, info.Key
 	all := readRange(t, c, tbl, key, where, nil, nil, 0)
@@ -118,7 +117,7 @@ func checkChunking(t *testing.T, c *client.Conn, info *snapshot.TableInfo, where
 	}
 }
 
-func inspect(t *testing.T, c *client.Conn, db, table string) *snapshot.TableInfo {
+func inspect(t *testing.T, c *mysqlconn.Conn, db, table string) *snapshot.TableInfo {
 	t.Helper()
 	info, err := snapshot.Inspect(context.Background(), c, db, table)
 	if err != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
 // Errors of Describe, Inspect and Scan; test for them with errors.Is.
@@ -64,7 +66,7 @@ type TableInfo struct {
 //
 // The errors wrap ErrTableNotFound, ErrNoPrivilege, ErrNotBaseTable or
 // ErrUnsupportedType when they are the cause.
-func Describe(ctx context.Context, c *client.Conn, db, table string) (*binlog.Table, error) {
+func Describe(ctx context.Context, c *mysqlconn.Conn, db, table string) (*binlog.Table, error) {
 	info, err := Inspect(ctx, c, db, table)
 	if err != nil {
 		return nil, err
@@ -76,7 +78,12 @@ func Describe(ctx context.Context, c *client.Conn, db, table string) (*binlog.Ta
 // server's estimate of its row count.
 //
 // Like Scan, Describe and Inspect run SessionSQL on c first.
-func Inspect(ctx context.Context, c *client.Conn, db, table string) (*TableInfo, error) {
+func Inspect(ctx context.Context, c *mysqlconn.Conn, db, table string) (*TableInfo, error) {
+	return inspectCtx(ctx, rawconn.Raw(c), db, table)
+}
+
+// inspectCtx is Inspect on the go-mysql connection.
+func inspectCtx(ctx context.Context, c *client.Conn, db, table string) (*TableInfo, error) {
 	var info *TableInfo
 	err := withContext(ctx, c, func() error {
 		var err error

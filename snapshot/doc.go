@@ -36,8 +36,8 @@
 //     order by keyset pagination, in ranges that parallel readers can
 //     share and that resume after the last key read.
 //
-// A typical reader, on a connection inside START TRANSACTION WITH
-// CONSISTENT SNAPSHOT:
+// A typical reader, on a connection (a mysqlconn.Conn from binlog.Dial)
+// inside START TRANSACTION WITH CONSISTENT SNAPSHOT:
 //
 //	info, err := snapshot.Inspect(ctx, conn, "shop", "items")
 //	...

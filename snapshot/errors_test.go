@@ -10,19 +10,21 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
 
-func connectAs(t *testing.T, addr, user, password string) *client.Conn {
+func connectAs(t *testing.T, addr, user, password string) *mysqlconn.Conn {
 	t.Helper()
 	c, err := client.Connect(addr, user, password, "")
 	if err != nil {
 		t.Fatalf("connecting as %s: %v", user, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	return rawconn.Wrap(c)
 }
 
 func TestErrors(t *testing.T) {
@@ -44,7 +46,7 @@ func TestErrors(t *testing.T) {
 
 		cases := []struct {
 			name  string
-			c     *client.Conn
+			c     *mysqlconn.Conn
 			table string
 			is    error
 			says  []string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/backoff"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -198,7 +199,10 @@ func (c *Config) defaults() {
 	}
 }
 
-func (c *Config) dial(ctx context.Context) (*client.Conn, error) { return binlog.Dial(ctx, c.Source) }
+func (c *Config) dial(ctx context.Context) (*client.Conn, error) {
+	conn, err := binlog.Dial(ctx, c.Source)
+	return rawconn.Raw(conn), err
+}
 
 // Run reads every selected table at one consistent point and calls emit
 // with chunks of rows (Op binlog.OpRead), one goroutine at a time. The
@@ -223,16 +227,17 @@ func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result,
 	// reaches another one (a failover, or the first address back) finds it
 	// there by GTID, or without GTIDs refuses it (binlog.ErrNoFailover),
 	// instead of taking its file and offset for its own.
-	coord, reached, err := binlog.DialFirst(ctx, cfg.Source)
+	conn, reached, err := binlog.DialFirst(ctx, cfg.Source)
 	if err != nil {
 		return Result{}, err
 	}
-	defer coord.Close()
+	defer conn.Close()
+	coord := rawconn.Raw(conn)
 	if reached.Addr != cfg.Source.Addr {
 		cfg.Logger.Warn("snapshot: the source's server cannot be reached: reading from another of its addresses", "unreachable", cfg.Source.Addr, "server", reached.Addr)
 	}
 	cfg.Source = reached
-	identity, err := binlog.ServerIdentity(coord)
+	identity, err := binlog.ServerIdentity(conn)
 	if err != nil {
 		return Result{}, fmt.Errorf("snapshot: %w", err)
 	}
@@ -260,7 +265,7 @@ func run(ctx context.Context, cfg Config, coord *client.Conn, emit func(*binlog.
 			continue // its rows are signals, not data
 		}
 		db, tbl, _ := strings.Cut(name, ".")
-		info, err := Inspect(ctx, coord, db, tbl)
+		info, err := inspectCtx(ctx, coord, db, tbl)
 		if err != nil {
 			return Result{}, err
 		}
@@ -350,7 +355,7 @@ func run(ctx context.Context, cfg Config, coord *client.Conn, emit func(*binlog.
 		where := cfg.Where[info.Table.QualifiedName()]
 		var splits []binlog.Row
 		if len(info.Key) > 0 && len(workers) > 1 && info.Rows > int64(2*cfg.ChunkRows) {
-			splits, err = SplitPoints(ctx, coord, info.Table, info.Key, where, 2*len(workers))
+			splits, err = splitPoints(ctx, coord, info.Table, info.Key, where, 2*len(workers))
 			if err != nil {
 				return Result{}, err
 			}
@@ -680,7 +685,7 @@ func startConsistent(ctx context.Context, cfg *Config, coord *client.Conn, srv s
 		res.Position, err = snapshotPosition(workers[0])
 		if err == nil {
 			res.Position.Flavor = position.MariaDB
-			res.Position.GTIDs, err = binlog.GTIDAt(coord, res.Position)
+			res.Position.GTIDs, err = binlog.GTIDAt(rawconn.Wrap(coord), res.Position)
 		}
 	}
 	if err != nil {

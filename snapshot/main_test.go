@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
-
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -96,7 +95,7 @@ func seqs(db *testenv.Server, stmts ...string) []string {
 
 var seqTable = regexp.MustCompile(`seq_([0-9]+)_to_([0-9]+)`)
 
-func conn(t testing.TB, db *testenv.Server) *client.Conn {
+func conn(t testing.TB, db *testenv.Server) *mysqlconn.Conn {
 	t.Helper()
 	c, err := db.Conn(context.Background())
 	if err != nil {

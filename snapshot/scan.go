@@ -12,6 +12,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
 // SessionSQL is the statement Scan runs on its connection before every
@@ -88,7 +90,12 @@ func SelectList(t *binlog.Table) string {
 // and the connection is unusable and must be closed. Long pauses in fn
 // hold the result open: the server gives up on a client that reads
 // nothing for net_write_timeout seconds (default 60).
-func Scan(ctx context.Context, c *client.Conn, t *binlog.Table, query string, args []any, fn func(binlog.Row) error) error {
+func Scan(ctx context.Context, c *mysqlconn.Conn, t *binlog.Table, query string, args []any, fn func(binlog.Row) error) error {
+	return scan(ctx, rawconn.Raw(c), t, query, args, fn)
+}
+
+// scan is Scan on the go-mysql connection, whose result packets it reads.
+func scan(ctx context.Context, c *client.Conn, t *binlog.Table, query string, args []any, fn func(binlog.Row) error) error {
 	rd, err := newReader(c)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/rawconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -50,7 +51,7 @@ func probeServer(c *client.Conn) (server, error) {
 // that only needs a bound; MariaDB: BINLOG_GTID_POS of the file and
 // offset).
 func (s server) position(c *client.Conn) (position.Position, error) {
-	p, err := binlog.BinlogPosition(c)
+	p, err := binlog.BinlogPosition(rawconn.Wrap(c))
 	if err != nil {
 		return p, fmt.Errorf("snapshot: %w", err)
 	}
@@ -60,7 +61,7 @@ func (s server) position(c *client.Conn) (position.Position, error) {
 		}
 		return p, nil
 	}
-	if p.GTIDs, err = binlog.GTIDAt(c, p); err != nil {
+	if p.GTIDs, err = binlog.GTIDAt(rawconn.Wrap(c), p); err != nil {
 		return p, fmt.Errorf("snapshot: %w", err)
 	}
 	return p, nil

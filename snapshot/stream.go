@@ -201,7 +201,7 @@ func (s *Stream) AddRange(ctx context.Context, rg *Range) error {
 	if err != nil {
 		return err
 	}
-	info, err := Inspect(ctx, c, rg.Schema, rg.Table)
+	info, err := inspectCtx(ctx, c, rg.Schema, rg.Table)
 	if err != nil {
 		return err
 	}
@@ -769,7 +769,7 @@ func (s *Stream) addMarkTable(ctx context.Context, db, table string) error {
 	if err != nil {
 		return err
 	}
-	info, err := Inspect(ctx, c, db, table)
+	info, err := inspectCtx(ctx, c, db, table)
 	if err != nil || len(info.Key) == 0 {
 		return nil // (a table dropped since, or without a key, is no candidate)
 	}

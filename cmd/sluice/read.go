@@ -7,10 +7,10 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
 func readCmd() *cobra.Command {
@@ -39,7 +39,7 @@ func readCmd() *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("--schema-from: %w", err)
 				}
-				is := binlog.NewInfoSchema(func(ctx context.Context) (*client.Conn, error) {
+				is := binlog.NewInfoSchema(func(ctx context.Context) (*mysqlconn.Conn, error) {
 					return binlog.Dial(ctx, src)
 				})
 				defer is.Close()

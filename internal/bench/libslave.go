@@ -164,7 +164,7 @@ func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names 
 			db.Close()
 			return nil, nil, fmt.Errorf("bench: %s: %w", s.desc, err)
 		}
-		affected := int64(res.AffectedRows) // an UPDATE logs only the rows it changed
+		affected := int64(res.AffectedRows()) // an UPDATE logs only the rows it changed
 		to, err := binlog.BinlogPosition(c)
 		if err != nil {
 			db.Close()

@@ -26,10 +26,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
-
 	"github.com/sluice-cdc/sluice/internal/bench/libslavedb"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -244,7 +243,7 @@ func PrepareSnapshot(ctx context.Context, flavor position.Flavor, shortRows, lon
 			if err != nil {
 				return fail(fmt.Errorf("bench snapshot: writing rows %d..%d of %s: %w", lo, hi, l.table, err))
 			}
-			written += int64(res.AffectedRows)
+			written += int64(res.AffectedRows())
 			el := time.Since(t0).Seconds()
 			fmt.Fprintf(log, "  %s: %d/%d rows (%.0f%%) %.1fs, %.0f rows/s\n", l.table, written, l.rows, 100*float64(written)/float64(l.rows), el, float64(written)/el)
 		}
@@ -275,7 +274,7 @@ func PrepareSnapshot(ctx context.Context, flavor position.Flavor, shortRows, lon
 }
 
 // tableBytes is the InnoDB data size of bench.table.
-func tableBytes(c *client.Conn, table string) (int64, error) {
+func tableBytes(c *mysqlconn.Conn, table string) (int64, error) {
 	rs, err := c.Execute("SELECT DATA_LENGTH FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'bench' AND TABLE_NAME = ?", table)
 	if err != nil {
 		return 0, fmt.Errorf("bench snapshot: size of bench.%s: %w", table, err)
@@ -287,7 +286,7 @@ func tableBytes(c *client.Conn, table string) (int64, error) {
 	return rs.GetInt(0, 0)
 }
 
-func countTable(c *client.Conn, table string) (int64, error) {
+func countTable(c *mysqlconn.Conn, table string) (int64, error) {
 	rs, err := c.Execute("SELECT COUNT(*) FROM " + table)
 	if err != nil {
 		return 0, fmt.Errorf("bench snapshot: counting bench.%s: %w", table, err)
@@ -301,7 +300,7 @@ func countTable(c *client.Conn, table string) (int64, error) {
 // background flushing does not compete with the readers measured. It
 // stops when few dirty pages are left, when their number stops falling, or
 // after a minute and a half; the benchmark runs anyway.
-func settle(ctx context.Context, c *client.Conn, log io.Writer) {
+func settle(ctx context.Context, c *mysqlconn.Conn, log io.Writer) {
 	dirty := func() int64 {
 		// SHOW STATUS, not information_schema.GLOBAL_STATUS: MySQL
 		// has it in performance_schema only.

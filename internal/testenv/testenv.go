@@ -11,7 +11,7 @@
 //
 //	db := testenv.StartT(t, testenv.Options{Flavor: position.MySQL})
 //	if err := db.Exec(ctx, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)"); err != nil { ... }
-//	conn, err := db.Conn(ctx) // *client.Conn over TCP as root/sluice
+//	conn, err := db.Conn(ctx) // *mysqlconn.Conn over TCP as root/sluice
 //
 // Tests that run on both servers use ForEachFlavor. See throwaway for how
 // the servers are installed, where they keep their data, and how a crashed

@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-mysql-org/go-mysql/client"
-
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -114,7 +113,7 @@ type randomRun struct {
 	db     *throwaway.Server
 	rng    *rand.Rand
 	opts   RandomOptions
-	conn   *client.Conn
+	conn   *mysqlconn.Conn
 	tables map[string]*rndTable
 	locked map[lockKey]bool // rows held by prepared XA transactions
 	xa     []*rndXA         // prepared, detached, not yet finished
@@ -214,7 +213,7 @@ func (w *randomRun) sessions() string {
 		}
 		for i := range rs.RowNumber() {
 			var cols []string
-			for j := range rs.Fields {
+			for j := range rs.ColumnNumber() {
 				s, _ := rs.GetString(i, j)
 				cols = append(cols, s)
 			}
@@ -643,7 +642,7 @@ func (w *randomRun) finishXA(i int, commit bool) error {
 // a connection just closed, on c, retrying MariaDB's XAER_NOTA (error
 // 1397) for up to 5 s: the server detaches the transaction from the
 // closed connection a moment after the client has gone.
-func XAFinish(ctx context.Context, c *client.Conn, stmt string) error {
+func XAFinish(ctx context.Context, c *mysqlconn.Conn, stmt string) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		_, err := c.Execute(stmt)
@@ -837,7 +836,7 @@ func (w *randomRun) statementTxn() error {
 
 // SelectAll reads every table of RandomDB but sbr...: rows by id, columns as
 // text (nil for NULL).
-func SelectAll(ctx context.Context, c *client.Conn) (map[string]TableRows, error) {
+func SelectAll(ctx context.Context, c *mysqlconn.Conn) (map[string]TableRows, error) {
 	rs, err := c.Execute("SELECT table_name FROM information_schema.tables WHERE table_schema = '" + RandomDB + "' AND table_name NOT LIKE 'sbr%'")
 	if err != nil {
 		return nil, err
@@ -860,13 +859,14 @@ func SelectAll(ctx context.Context, c *client.Conn) (map[string]TableRows, error
 		}
 		for i := range rs.RowNumber() {
 			row := map[string]*string{}
-			for j, f := range rs.Fields {
+			for j := range rs.ColumnNumber() {
+				name := rs.ColumnName(j)
 				if null, _ := rs.IsNull(i, j); null {
-					row[string(f.Name)] = nil
+					row[name] = nil
 					continue
 				}
 				s, _ := rs.GetString(i, j)
-				row[string(f.Name)] = &s
+				row[name] = &s
 			}
 			rows[*row[key]] = row
 		}

@@ -22,7 +22,7 @@
 //	if err != nil { ... }
 //	defer db.Close()
 //	if err := db.Exec(ctx, "CREATE DATABASE d", "CREATE TABLE d.t (id INT PRIMARY KEY)"); err != nil { ... }
-//	conn, err := db.Conn(ctx) // *client.Conn over TCP as root/sluice
+//	conn, err := db.Conn(ctx) // *mysqlconn.Conn over TCP as root/sluice
 package throwaway
 
 import (
@@ -44,6 +44,8 @@ import (
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
 
+	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/mysqlconn"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -607,9 +609,16 @@ func (m *Server) setupAccounts(ctx context.Context) error {
 	return nil
 }
 
-// Conn opens a new connection to the server over TCP as root. ctx bounds
-// connecting only. The caller must Close it.
-func (m *Server) Conn(ctx context.Context) (*client.Conn, error) {
+// Conn opens a new connection to the server over TCP as root, of the type
+// binlog's and snapshot's functions take. ctx bounds connecting only. The
+// caller must Close it.
+func (m *Server) Conn(ctx context.Context) (*mysqlconn.Conn, error) {
+	c, err := m.conn(ctx)
+	return rawconn.Wrap(c), err
+}
+
+// conn is Conn on the go-mysql connection, for the harness's own queries.
+func (m *Server) conn(ctx context.Context) (*client.Conn, error) {
 	c, err := dial(ctx, m.Addr(), m.User, m.Password)
 	if err != nil {
 		return nil, fmt.Errorf("testenv: connect to %s: %w", m.Addr(), err)
@@ -620,7 +629,7 @@ func (m *Server) Conn(ctx context.Context) (*client.Conn, error) {
 // Exec runs the statements in order on one connection and stops at the
 // first error, which names the failing statement.
 func (m *Server) Exec(ctx context.Context, sql ...string) error {
-	c, err := m.Conn(ctx)
+	c, err := m.conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -636,7 +645,7 @@ func (m *Server) Exec(ctx context.Context, sql ...string) error {
 // Query runs one statement over TCP and returns its result (rows are in
 // Result.Resultset; use e.g. r.GetString(row, col)).
 func (m *Server) Query(ctx context.Context, query string, args ...any) (*mysql.Result, error) {
-	c, err := m.Conn(ctx)
+	c, err := m.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
