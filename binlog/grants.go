@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-mysql-org/go-mysql/client"
 	"github.com/go-mysql-org/go-mysql/mysql"
+
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 )
 
 // grants is what SHOW GRANTS says the current user may do.
@@ -238,7 +240,7 @@ func (s *selectChecked) checkSelect(ctx context.Context, db, table string) error
 		}
 		s.conn = c
 	}
-	name := quoteName(db) + "." + quoteName(table)
+	name := sqlstmt.QuoteName(db, table)
 	rs, err := s.conn.Execute("SELECT * FROM " + name + " LIMIT 0")
 	if err == nil {
 		rs.Close()
@@ -276,4 +278,3 @@ func (s *selectChecked) Close() error {
 }
 
 // quoteName quotes an identifier with backticks.
-func quoteName(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }

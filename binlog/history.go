@@ -201,7 +201,7 @@ func (h *History) capture(ctx context.Context, c *client.Conn, pos position.Posi
 	}
 	dbs.Close()
 	for _, n := range names {
-		r, err := c.Execute("SHOW CREATE TABLE " + quoteName(n.db) + "." + quoteName(n.table))
+		r, err := c.Execute("SHOW CREATE TABLE " + sqlstmt.QuoteName(n.db, n.table))
 		var myErr *mysql.MyError
 		if errors.As(err, &myErr) {
 			// Dropped since, or not readable: described by

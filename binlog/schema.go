@@ -13,6 +13,7 @@ import (
 	"github.com/go-mysql-org/go-mysql/mysql"
 	"github.com/go-mysql-org/go-mysql/replication"
 	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
@@ -479,22 +480,7 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 			t.PrimaryKey = append(t.PrimaryKey, j)
 		}
 	}
-	// The defaults, and ENUM and SET members as written (COLUMN_TYPE shows
-	// a 4-byte UTF-8 character as '?' on MySQL), from SHOW CREATE TABLE
-	// read with the history's parser; without it, no defaults (warned:
-	// format debezium's schema then has none, and nulls stay null).
-	sc, err := c.Execute("SHOW CREATE TABLE " + quoteName(db) + "." + quoteName(table))
-	if err == nil {
-		create := resultString(sc, 0, 1)
-		sc.Close()
-		var def *Table
-		if def, err = ParseCreateTable(create, false); err == nil {
-			ApplyCreateTable(t, def)
-		}
-	}
-	if err != nil {
-		slog.Default().Warn(NoDefaultsWarning, "table", db+"."+table, "error", err)
-	}
+	applyShowCreate(c, t, false) // only JSON's reading depends on the flavour
 	// MariaDB's JSON is LONGTEXT with a json_valid() check named after the column.
 	if chk, err := c.Execute(`SELECT CONSTRAINT_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS
 		WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?`, db, table); err == nil {
@@ -508,6 +494,33 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 		}
 	}
 	return t, nil
+}
+
+// ApplyShowCreateTable sets the defaults of t's columns, and their ENUM and
+// SET members as written (information_schema's COLUMN_TYPE shows a 4-byte
+// UTF-8 character of a member as '?' on MySQL), from the server's SHOW
+// CREATE TABLE read with the schema history's parser (ParseCreateTable,
+// ApplyCreateTable). When the statement cannot be read or parsed, t is
+// left as it is and NoDefaultsWarning is logged with the table and the
+// reason. The session's character_set_results must give the text in
+// UTF-8 (utf8mb4). The binlog reader's information_schema path and the
+// snapshot's Describe both use it.
+func ApplyShowCreateTable(c *mysqlconn.Conn, t *Table, mariaDB bool) {
+	applyShowCreate(rawconn.Raw(c), t, mariaDB)
+}
+
+func applyShowCreate(c *client.Conn, t *Table, mariaDB bool) {
+	sc, err := c.Execute("SHOW CREATE TABLE " + sqlstmt.QuoteName(t.Schema, t.Name))
+	if err == nil {
+		create := resultString(sc, 0, 1)
+		sc.Close()
+		var def *Table
+		if def, err = ParseCreateTable(create, mariaDB); err == nil {
+			ApplyCreateTable(t, def)
+			return
+		}
+	}
+	slog.Default().Warn(NoDefaultsWarning, "table", t.Schema+"."+t.Name, "error", err)
 }
 
 // NoDefaultsWarning is logged when a table's SHOW CREATE TABLE cannot be

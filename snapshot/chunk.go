@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
@@ -66,7 +67,7 @@ func chunkQuery(t *binlog.Table, selectList string, key []int, where string, aft
 	b.WriteString("SELECT ")
 	b.WriteString(selectList)
 	b.WriteString(" FROM ")
-	b.WriteString(quoteName(t.Schema, t.Name))
+	b.WriteString(sqlstmt.QuoteName(t.Schema, t.Name))
 	var args []any
 	sep := " WHERE "
 	if where != "" {
@@ -112,7 +113,7 @@ func chunkQuery(t *binlog.Table, selectList string, key []int, where string, aft
 // not pick the select list's alias of an ENUM or SET (`e`|0 AS `e`),
 // which would sort by an expression instead of reading the index in order.
 func columnRef(t *binlog.Table, k int) string {
-	return quoteName(t.Schema, t.Name) + "." + quoteIdent(t.Columns[k].Name)
+	return sqlstmt.QuoteName(t.Schema, t.Name) + "." + sqlstmt.QuoteIdent(t.Columns[k].Name)
 }
 
 // keyCond writes the comparison of the key with row's key: strictly
@@ -353,7 +354,7 @@ func countRows(ctx context.Context, c *client.Conn, t *binlog.Table, where strin
 			rs, err := c.Execute(`SELECT IFNULL(TABLE_ROWS, 0) FROM information_schema.TABLES
 				WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, t.Schema, t.Name)
 			if err != nil {
-				return fmt.Errorf("snapshot: estimating the rows of %s: %w", quoteName(t.Schema, t.Name), err)
+				return fmt.Errorf("snapshot: estimating the rows of %s: %w", sqlstmt.QuoteName(t.Schema, t.Name), err)
 			}
 			if rs.RowNumber() > 0 {
 				rows, _ = rs.GetInt(0, 0)
@@ -363,7 +364,7 @@ func countRows(ctx context.Context, c *client.Conn, t *binlog.Table, where strin
 				return nil
 			}
 		}
-		q := "SELECT COUNT(*) FROM " + quoteName(t.Schema, t.Name)
+		q := "SELECT COUNT(*) FROM " + sqlstmt.QuoteName(t.Schema, t.Name)
 		if where != "" {
 			q += " WHERE (" + where + ")"
 		}
@@ -386,7 +387,7 @@ func splitInts(ctx context.Context, c *client.Conn, t *binlog.Table, k int, wher
 	col.Nullable = true
 	mm := &binlog.Table{Schema: t.Schema, Name: t.Name, Columns: []binlog.Column{col, col}}
 	ref := columnRef(t, k)
-	q := "SELECT MIN(" + ref + "), MAX(" + ref + ") FROM " + quoteName(t.Schema, t.Name)
+	q := "SELECT MIN(" + ref + "), MAX(" + ref + ") FROM " + sqlstmt.QuoteName(t.Schema, t.Name)
 	if where != "" {
 		q += " WHERE (" + where + ")"
 	}

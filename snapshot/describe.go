@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 
 	"github.com/go-mysql-org/go-mysql/client"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
@@ -97,7 +97,7 @@ func inspectCtx(ctx context.Context, c *client.Conn, db, table string) (*TableIn
 }
 
 func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
-	name := quoteName(db, table)
+	name := sqlstmt.QuoteName(db, table)
 	// Names are UTF-8: say so, whatever character set the connection
 	// started with.
 	if err := session(c); err != nil {
@@ -288,7 +288,7 @@ func readKey(c *client.Conn, info *TableInfo) error {
 		FROM information_schema.STATISTICS
 		WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND NON_UNIQUE = 0`, t.Schema, t.Name)
 	if err != nil {
-		return fmt.Errorf("snapshot: reading the keys of %s: %w", quoteName(t.Schema, t.Name), err)
+		return fmt.Errorf("snapshot: reading the keys of %s: %w", sqlstmt.QuoteName(t.Schema, t.Name), err)
 	}
 	defer rs.Close()
 	type index struct {
@@ -348,36 +348,19 @@ func contains(s []int, v int) bool {
 }
 
 // readCreate sets the columns' defaults, and the ENUM and SET members as
-// written, from SHOW CREATE TABLE read with the binlog reader's parser
-// (binlog.ParseCreateTable), as the reader has them: COLUMN_TYPE shows a
-// 4-byte UTF-8 character of a member as '?' on MySQL. Without it the
-// columns keep no default and information_schema's members.
-//
-// The statement's text is asked for in UTF-8 (the session's
-// character_set_results is NULL, which gives it in the dictionary's
-// utf8mb3, a 4-byte character as '?'), then the session is set back.
+// written, from SHOW CREATE TABLE as the binlog reader has them
+// (binlog.ApplyShowCreateTable). The statement's text is asked for in
+// UTF-8 (the session's character_set_results is NULL, which gives it in
+// the dictionary's utf8mb3, a 4-byte character as '?'), then the session
+// is set back.
 func readCreate(c *client.Conn, t *binlog.Table, mariaDB bool) error {
 	if _, err := c.Execute("SET character_set_results = utf8mb4"); err != nil {
 		return fmt.Errorf("snapshot: preparing to read SHOW CREATE TABLE: %w", err)
 	}
-	rs, err := c.Execute("SHOW CREATE TABLE " + quoteName(t.Schema, t.Name))
-	create := ""
-	if err == nil {
-		create = cell(rs, 0, 1)
-		rs.Close()
-	}
+	binlog.ApplyShowCreateTable(rawconn.Wrap(c), t, mariaDB)
 	if _, err := c.Execute("SET character_set_results = NULL"); err != nil {
 		return fmt.Errorf("snapshot: restoring the session after SHOW CREATE TABLE: %w", err)
 	}
-	var def *binlog.Table
-	if err == nil {
-		def, err = binlog.ParseCreateTable(create, mariaDB)
-	}
-	if err != nil { // no defaults, information_schema's members
-		slog.Default().Warn(binlog.NoDefaultsWarning, "table", t.Schema+"."+t.Name, "error", err)
-		return nil
-	}
-	binlog.ApplyCreateTable(t, def)
 	return nil
 }
 
@@ -391,7 +374,7 @@ func readJSONChecks(c *client.Conn, t *binlog.Table) error {
 		if errors.As(err, &me) {
 			return nil // no such table or column: not MariaDB, no MariaDB JSON
 		}
-		return fmt.Errorf("snapshot: reading the check constraints of %s: %w", quoteName(t.Schema, t.Name), err)
+		return fmt.Errorf("snapshot: reading the check constraints of %s: %w", sqlstmt.QuoteName(t.Schema, t.Name), err)
 	}
 	defer rs.Close()
 	for i := 0; i < rs.RowNumber(); i++ {
@@ -410,7 +393,7 @@ func readJSONChecks(c *client.Conn, t *binlog.Table) error {
 // tableError turns the server's answer to a SELECT on db.table into an
 // error saying what is wrong.
 func tableError(err error, db, table string) error {
-	name := quoteName(db, table)
+	name := sqlstmt.QuoteName(db, table)
 	var me *mysql.MyError
 	if errors.As(err, &me) {
 		switch me.Code {

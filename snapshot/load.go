@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/backoff"
 	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -772,7 +773,7 @@ func startLocked(ctx context.Context, cfg *Config, coord *client.Conn, srv serve
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(quoteName(info.Table.Schema, info.Table.Name))
+			b.WriteString(sqlstmt.QuoteName(info.Table.Schema, info.Table.Name))
 			b.WriteString(" READ")
 		}
 		return lockStatement(ctx, cfg.dial, coord, b.String(), d)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/rawconn"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/mysqlconn"
 )
 
@@ -45,7 +46,7 @@ func SelectList(t *binlog.Table) string {
 			b.WriteString(", ")
 		}
 		col := &t.Columns[i]
-		q := quoteIdent(col.Name)
+		q := sqlstmt.QuoteIdent(col.Name)
 		if col.Kind == binlog.KindBytes && col.Type == mysql.MYSQL_TYPE_STRING {
 			b.WriteString("CAST(")
 		}
@@ -209,7 +210,7 @@ func (s *scanner) queryError(err error) error {
 			return tableError(err, s.t.Schema, s.t.Name)
 		}
 	}
-	return fmt.Errorf("snapshot: reading %s: %w", quoteName(s.t.Schema, s.t.Name), err)
+	return fmt.Errorf("snapshot: reading %s: %w", sqlstmt.QuoteName(s.t.Schema, s.t.Name), err)
 }
 
 // onColumns chooses each result column's conversion.
@@ -546,7 +547,7 @@ func (s *scanner) convertOther(i int, cv conv, b []byte) (binlog.Value, error) {
 			return binlog.NumValue(binlog.KindEnum, 0), nil // the '' error value
 		}
 		return binlog.Value{}, fmt.Errorf("snapshot: %s column %q: %q is not a member of the ENUM as information_schema lists it; select the column as %s|0 (see SelectList)",
-			s.t.QualifiedName(), col.Name, b, quoteIdent(col.Name))
+			s.t.QualifiedName(), col.Name, b, sqlstmt.QuoteIdent(col.Name))
 	case opSetName:
 		var mask uint64
 		for len(b) > 0 {
@@ -559,7 +560,7 @@ func (s *scanner) convertOther(i int, cv conv, b []byte) (binlog.Value, error) {
 			idx, ok := memberIndex(col.Set, name)
 			if !ok || idx > 64 {
 				return binlog.Value{}, fmt.Errorf("snapshot: %s column %q: %q is not a member of the SET as information_schema lists it; select the column as %s|0 (see SelectList)",
-					s.t.QualifiedName(), col.Name, name, quoteIdent(col.Name))
+					s.t.QualifiedName(), col.Name, name, sqlstmt.QuoteIdent(col.Name))
 			}
 			mask |= 1 << (idx - 1)
 		}

@@ -3,21 +3,10 @@ package snapshot
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-mysql-org/go-mysql/client"
 )
-
-// quoteIdent quotes an identifier with backticks, doubling backticks in it.
-func quoteIdent(s string) string {
-	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
-}
-
-// quoteName returns `db`.`table`.
-func quoteName(db, table string) string {
-	return quoteIdent(db) + "." + quoteIdent(table)
-}
 
 // withContext runs fn, which talks to the server over c, so that ctx
 // can cut it short: go-mysql has no contexts, so when ctx is done the

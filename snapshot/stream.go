@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/backoff"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -601,7 +602,7 @@ func (s *Stream) visibleSet(ctx context.Context, c *client.Conn) (position.GTIDS
 // signal table's name).
 func (s *Stream) writeMark(c *client.Conn, query string, args ...any) error {
 	db, table, _ := strings.Cut(s.cfg.SignalTable, ".")
-	q := fmt.Sprintf(query, quoteName(db, table))
+	q := fmt.Sprintf(query, sqlstmt.QuoteName(db, table))
 	if _, err := c.Execute(q, args...); err != nil {
 		return fmt.Errorf("snapshot: writing a watermark row to the signal table %s (the user needs INSERT, UPDATE and DELETE on it): %w", s.cfg.SignalTable, err)
 	}
@@ -1018,7 +1019,7 @@ func (s *Stream) nextWhole(ctx context.Context) (*binlog.Txn, error) {
 		w.marked = true
 		return &binlog.Txn{Begin: w.pos, End: w.pos, Last: true, Snapshot: true, CommitTime: time.Now(),
 			Changes: []binlog.Change{{Op: binlog.OpDDL, Table: &binlog.Table{Schema: t.Schema, Name: t.Name}, Schema: t.Schema,
-				Query: "TRUNCATE TABLE " + quoteName(t.Schema, t.Name), File: w.pos.File, Pos: w.pos.Offset}}}, nil
+				Query: "TRUNCATE TABLE " + sqlstmt.QuoteName(t.Schema, t.Name), File: w.pos.File, Pos: w.pos.Offset}}}, nil
 	}
 	for {
 		var c wholeChunk

@@ -359,7 +359,7 @@ func Preview(q string, maxLen int) string {
 		}
 		text := val
 		if typ == sqlparser.ID && needsQuotes(val) {
-			text = "`" + strings.ReplaceAll(val, "`", "``") + "`"
+			text = QuoteIdent(val)
 		} else if typ < 256 {
 			text = string(rune(typ))
 		}
@@ -403,4 +403,15 @@ func needsQuotes(id string) bool {
 // position in it.
 func Grammar(query string) (sqlparser.Statement, error) {
 	return parser.Parse(query)
+}
+
+// QuoteIdent quotes an identifier for MySQL and MariaDB: in backticks,
+// with each backtick in it doubled. It is sluice's one identifier quoter.
+func QuoteIdent(s string) string {
+	return "`" + strings.ReplaceAll(s, "`", "``") + "`"
+}
+
+// QuoteName returns the quoted name of table in db: `db`.`table`.
+func QuoteName(db, table string) string {
+	return QuoteIdent(db) + "." + QuoteIdent(table)
 }

@@ -304,3 +304,20 @@ func TestCopiesRows(t *testing.T) {
 		}
 	}
 }
+
+func TestQuoteIdent(t *testing.T) {
+	for in, want := range map[string]string{
+		"orders":  "`orders`",
+		"a`b":     "`a``b`",
+		"``":      "``````",
+		"naïve ☃": "`naïve ☃`",
+		"":        "``",
+	} {
+		if got := QuoteIdent(in); got != want {
+			t.Errorf("QuoteIdent(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got := QuoteName("shop", "a`b"); got != "`shop`.`a``b`" {
+		t.Errorf("QuoteName = %s", got)
+	}
+}
