@@ -87,7 +87,11 @@ type Source struct {
 type SourceURL string
 
 // UnmarshalYAML takes a string or a list of strings.
-func (u *SourceURL) UnmarshalYAML(n *yaml.Node) error {
+func (u *SourceURL) UnmarshalYAML(unmarshal func(any) error) error {
+	n, err := confdef.Node(unmarshal)
+	if err != nil {
+		return err
+	}
 	switch n.Kind {
 	case yaml.ScalarNode:
 		*u = SourceURL(n.Value)
@@ -165,11 +169,13 @@ type Snapshot struct {
 type Sink struct {
 	Name string `yaml:"name" computed:"the type"`
 	// Type: stdout, file, kafka, redis or nats (required).
-	Type  string    `yaml:"type" enum:"stdout,file,kafka,redis,nats"`
-	File  *FileSink `yaml:"file"`
-	Kafka yaml.Node `yaml:"kafka"`
-	Redis yaml.Node `yaml:"redis"`
-	NATS  yaml.Node `yaml:"nats"`
+	Type string    `yaml:"type" enum:"stdout,file,kafka,redis,nats"`
+	File *FileSink `yaml:"file"`
+	// Kafka, Redis and NATS are the blocks of those sinks, each read by
+	// its package (DecodeSink).
+	Kafka Block `yaml:"kafka"`
+	Redis Block `yaml:"redis"`
+	NATS  Block `yaml:"nats"`
 	// Format is how the sink writes each change (and its Kafka key):
 	// sluice (default) or debezium, given as a name (format: debezium) or
 	// as a block with Debezium's option names (format: {name: debezium,
@@ -189,7 +195,11 @@ type Format codec.Format
 var formatType = reflect.TypeOf(Format{})
 
 // UnmarshalYAML takes a format's name or a block of its keys.
-func (f *Format) UnmarshalYAML(n *yaml.Node) error {
+func (f *Format) UnmarshalYAML(unmarshal func(any) error) error {
+	n, err := confdef.Node(unmarshal)
+	if err != nil {
+		return err
+	}
 	if n.Kind == yaml.ScalarNode {
 		*f = Format{Name: n.Value}
 		return nil
@@ -201,6 +211,36 @@ func (f *Format) UnmarshalYAML(n *yaml.Node) error {
 	*f = Format(c)
 	return nil
 }
+
+// Block is a block of the file that config keeps, as written, for the
+// package that defines its keys: a sink's kafka:, redis: or nats: block
+// (packages sink/kafka, sink/redis, sink/nats) and the coordinator's
+// etcd: block (package coord). DecodeSink reads it into that package's
+// Config. The zero Block is a block the file does not have.
+type Block struct {
+	node yaml.Node // Kind 0: absent
+}
+
+// IsSet reports whether the file has the block's key, whatever its value
+// (an empty one included).
+func (b Block) IsSet() bool { return b.node.Kind != 0 }
+
+// Line is the line of the block's value in the file; 0 when it is absent.
+func (b Block) Line() int { return b.node.Line }
+
+// UnmarshalYAML keeps the value as written, for DecodeSink. (Parse then
+// sets each block from the document itself, so that an empty value, which
+// the decoder passes over, counts as set, and an alias is kept as one.)
+func (b *Block) UnmarshalYAML(unmarshal func(any) error) error {
+	n, err := confdef.Node(unmarshal)
+	if err != nil {
+		return err
+	}
+	b.node = *n
+	return nil
+}
+
+var blockType = reflect.TypeOf(Block{})
 
 // Codec returns f as codec.Format.
 func (f Format) Codec() codec.Format { return codec.Format(f) }
@@ -225,8 +265,9 @@ type Checkpoint struct {
 type Coordinator struct {
 	// Type: none (default: one process) or etcd.
 	Type string `yaml:"type" default:"none" enum:"none,etcd"`
-	// Etcd is the etcd block (coord.Config), decoded by the command.
-	Etcd yaml.Node `yaml:"etcd"`
+	// Etcd is the etcd block (coord.Config), decoded by the command
+	// (DecodeSink).
+	Etcd Block `yaml:"etcd"`
 }
 
 // Admin is the HTTP endpoint for metrics, status and commands.
@@ -274,7 +315,11 @@ type Log struct {
 type ByteSize int64
 
 // UnmarshalYAML parses a size.
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
+func (b *ByteSize) UnmarshalYAML(unmarshal func(any) error) error {
+	n, err := confdef.Node(unmarshal)
+	if err != nil {
+		return err
+	}
 	v, err := ParseByteSize(n.Value)
 	if err != nil {
 		return err
@@ -356,18 +401,30 @@ func Parse(name string, data []byte, lookup func(string) (string, bool)) (*Confi
 	if err := doc.Decode(&c); err != nil {
 		return nil, &Error{File: name, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
-	// Lines of the sinks, for later messages.
+	// Lines of the sinks, for later messages, and their blocks as
+	// written.
 	if sinks := child(doc, "sinks"); sinks != nil {
 		for i, n := range sinks.Content {
 			if i < len(c.Sinks) {
 				c.Sinks[i].Line = n.Line
+				c.Sinks[i].Kafka.keep(child(n, "kafka"))
+				c.Sinks[i].Redis.keep(child(n, "redis"))
+				c.Sinks[i].NATS.keep(child(n, "nats"))
 			}
 		}
 	}
+	c.Coordinator.Etcd.keep(child(child(doc, "coordinator"), "etcd"))
 	if err := c.validate(name, doc); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// keep sets b to n, the block's value in the document, if there is one.
+func (b *Block) keep(n *yaml.Node) {
+	if n != nil {
+		b.node = *n
+	}
 }
 
 func child(n *yaml.Node, key string) *yaml.Node {
@@ -460,8 +517,8 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == nodeType {
-		return nil // checked by the sink that reads it
+	if t == nodeType || t == blockType {
+		return nil // checked by the package that reads it
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -475,7 +532,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, file string) error {
 			if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 				return nil
 			}
-			if n.Kind == yaml.ScalarNode && reflect.PointerTo(t).Implements(unmarshalerType) {
+			if n.Kind == yaml.ScalarNode && confdef.Unmarshals(t) {
 				return nil // a block that may be a scalar (tls: true) checks its own
 			}
 			if t == reflect.TypeOf(time.Duration(0)) {
@@ -522,8 +579,6 @@ func yamlFields(t reflect.Type, fields map[string]reflect.Type, names *[]string)
 		*names = append(*names, f.Key)
 	}
 }
-
-var unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
 
 // suggest returns the known name closest to s, if close enough.
 func suggest(s string, names []string) string {
@@ -632,7 +687,7 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 			return at(err.Error()+"; see docs/CONFIG.md (sinks.format)", "format")
 		}
 		if s.Format.Codec().IsDebezium() && s.Type == "redis" {
-			if m := child(&s.Redis, "mode"); m != nil && m.Value == "materialize" {
+			if m := child(&s.Redis.node, "mode"); m != nil && m.Value == "materialize" {
 				return at(fmt.Sprintf("format %s is for a redis sink's mode stream (entries of Debezium's key and value); mode materialize keeps hashes of column values, which have no format: remove format:, or set redis.mode: stream", codec.FormatDebezium), "format")
 			}
 		}
@@ -643,15 +698,15 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 				return at("a file sink needs file: {path: out/changes.jsonl}", "file")
 			}
 		case "kafka":
-			if s.Kafka.Kind == 0 {
+			if !s.Kafka.IsSet() {
 				return at("a kafka sink needs a kafka: block (brokers, topic)", "kafka")
 			}
 		case "redis":
-			if s.Redis.Kind == 0 {
+			if !s.Redis.IsSet() {
 				return at("a redis sink needs a redis: block (addr, mode)", "redis")
 			}
 		case "nats":
-			if s.NATS.Kind == 0 {
+			if !s.NATS.IsSet() {
 				return at("a nats sink needs a nats: block (url)", "nats")
 			}
 		default:
@@ -664,7 +719,7 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	if v := confdef.Check(&c.Coordinator); v != nil {
 		return bad(v.Msg, "coordinator", v.Key)
 	}
-	if c.Coordinator.Type == "etcd" && c.Coordinator.Etcd.Kind == 0 {
+	if c.Coordinator.Type == "etcd" && !c.Coordinator.Etcd.IsSet() {
 		return bad("coordinator type etcd needs an etcd: block, e.g. etcd: {endpoints: [127.0.0.1:2379]}", "coordinator", "etcd")
 	}
 	if v := confdef.Check(&c.Checkpoint, "type"); v != nil {
@@ -779,8 +834,11 @@ func (src *Source) validate(bad func(string, ...string) error, path ...string) e
 }
 
 // DecodeSink decodes a typed block (a sink's, the coordinator's) into v
-// (its package's Config), rejecting unknown keys with their line.
-func DecodeSink(file string, n *yaml.Node, path string, v any) error {
+// (its package's Config), rejecting unknown keys with their line. file is
+// the config file's name and path the block's key path
+// (sinks[0].kafka), for messages.
+func DecodeSink(file string, b *Block, path string, v any) error {
+	n := &b.node
 	if err := checkKeys(n, reflect.TypeOf(v), path, file); err != nil {
 		return err
 	}

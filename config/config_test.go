@@ -50,7 +50,7 @@ buffer: {batch_bytes: 512KiB, max_bytes: 32MiB}
 	if c.Source.Name != "shop" || c.Source.Snapshot.Parallel != 4 || c.Source.Snapshot.Where["shop.items"] != "id > 10" {
 		t.Errorf("source = %+v", c.Source)
 	}
-	if c.Sinks[0].File.MaxBytes != 64<<20 || c.Sinks[1].Name != "kafka" || c.Sinks[1].Kafka.Kind == 0 {
+	if c.Sinks[0].File.MaxBytes != 64<<20 || c.Sinks[1].Name != "kafka" || !c.Sinks[1].Kafka.IsSet() {
 		t.Errorf("sinks = %+v", c.Sinks)
 	}
 	if c.Checkpoint.Interval != 250*time.Millisecond || c.Checkpoint.Type != "file" {

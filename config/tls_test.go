@@ -19,7 +19,7 @@ func TestTLSBlocks(t *testing.T) {
 		if err := yaml.Unmarshal([]byte(src), &doc); err != nil {
 			t.Fatal(err)
 		}
-		return DecodeSink("x.yaml", doc.Content[0], "sinks[0].redis", v)
+		return DecodeSink("x.yaml", &Block{node: *doc.Content[0]}, "sinks[0].redis", v)
 	}
 	full := tlsconfig.Config{CAFile: "/ca.pem", CertFile: "/c.pem", KeyFile: "/k.pem", InsecureSkipVerify: true}
 	block := "tls: {ca_file: /ca.pem, cert_file: /c.pem, key_file: /k.pem, insecure_skip_verify: true}"

@@ -92,9 +92,6 @@ func New(cfg Config, pipeline string, log *slog.Logger) (*Etcd, error) {
 	return e, nil
 }
 
-// Client is the etcd client, for the pipeline's EtcdStore.
-func (e *Etcd) Client() *clientv3.Client { return e.client }
-
 // ID is this replica's name.
 func (e *Etcd) ID() string { return e.cfg.ID }
 
@@ -112,15 +109,18 @@ func (e *Etcd) CheckpointKey() string { return e.cfg.Prefix + e.pipeline + "/che
 
 // CheckpointStore is the pipeline's checkpoint store at CheckpointKey,
 // fenced by l: its saves fail with checkpoint.ErrConflict once l is no
-// longer the leadership in etcd.
+// longer the leadership in etcd. With a nil l the store is not fenced,
+// for a command that reads the checkpoint or writes it while no replica
+// runs.
 func (e *Etcd) CheckpointStore(l *Leadership) *EtcdStore {
-	return &EtcdStore{Client: e.client, Key: e.CheckpointKey(), Guard: l.Guard}
+	return newEtcdStore(e.client, e.CheckpointKey(), l.guardFunc())
 }
 
 // SchemaStore is the schema history of a source, in etcd beside the
-// checkpoint, written only while l leads.
+// checkpoint (under CheckpointKey()+"/schema/"+source+"/"), written only
+// while l leads; with a nil l, not fenced (as CheckpointStore).
 func (e *Etcd) SchemaStore(l *Leadership, source string) *EtcdSchemaStore {
-	return &EtcdSchemaStore{Client: e.client, Prefix: e.CheckpointKey() + "/schema/" + source + "/", Guard: l.Guard}
+	return newEtcdSchemaStore(e.client, e.CheckpointKey()+"/schema/"+source+"/", l.guardFunc())
 }
 
 // Close ends every leadership of e (as Resign does, within a bound) and

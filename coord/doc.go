@@ -8,7 +8,7 @@
 //	c, err := coord.New(cfg, "orders", log)       // cfg: endpoints, lease_ttl, ...
 //	defer c.Close()
 //	l, err := c.Campaign(ctx)                      // blocks while another replica leads
-//	store := c.CheckpointStore(l)                  // EtcdStore fenced by l.Guard
+//	store := c.CheckpointStore(l)                  // EtcdStore fenced by l's guard
 //	go run(ctx, store, l.Epoch())                  // stamp writes with the epoch
 //	<-l.Lost()                                     // stop writing now, then
 //	l.Resign(ctx)                                  // and campaign again
@@ -18,10 +18,12 @@
 //   - The epoch. Each leadership has an epoch, the leader key's etcd
 //     CreateRevision, which only grows from one leadership to the next.
 //     Sinks can refuse what an older epoch writes.
-//   - The guard. Leadership.Guard holds only while the leader key is the
-//     one of this leadership; EtcdStore puts it in the
-//     transaction of every save, so a deposed leader cannot move the
-//     checkpoint, however late its save arrives.
+//   - The guard. A leadership's guard, an etcd comparison, holds only
+//     while the leader key is the one of this leadership; the EtcdStore
+//     and EtcdSchemaStore made with the leadership (Etcd.CheckpointStore,
+//     Etcd.SchemaStore) put it in the transaction of every write, so a
+//     deposed leader cannot move the checkpoint, however late its save
+//     arrives.
 //   - Lost. A leader that etcd has not answered for 2/3 of the lease TTL
 //     closes Lost, at least TTL/3 before etcd can let another replica
 //     lead (the timing argument is on Leadership).

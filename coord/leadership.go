@@ -98,12 +98,19 @@ func (l *Leadership) Err() error {
 	return l.mu.err
 }
 
-// Guard is the comparison that holds while this leadership does: the
-// leader key exists with this epoch as its CreateRevision. Put it in the
-// transactions that only the leader may commit (EtcdStore's
-// Guard).
-func (l *Leadership) Guard() clientv3.Cmp {
+// guard is the comparison that holds while this leadership does: the
+// leader key exists with this epoch as its CreateRevision. The stores put
+// it in the transactions that only the leader may commit.
+func (l *Leadership) guard() clientv3.Cmp {
 	return clientv3.Compare(clientv3.CreateRevision(l.key), "=", int64(l.epoch))
+}
+
+// guardFunc is l.guard, or nil (no fence) for a nil l.
+func (l *Leadership) guardFunc() func() clientv3.Cmp {
+	if l == nil {
+		return nil
+	}
+	return l.guard
 }
 
 // Resign ends the leadership: Lost closes, and the lease is revoked so

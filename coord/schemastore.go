@@ -13,16 +13,22 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 )
 
-// EtcdSchemaStore keeps a schema history in etcd under Prefix: the base
-// at Prefix+"base", each entry at Prefix+"e/"+its position and table (so
-// keys sort in binlog order within a server's files, and an entry
-// appended twice lands on its own key). Appends and compactions carry
-// Guard, as EtcdStore's saves do: a leader that lost its leadership
-// writes nothing.
+// EtcdSchemaStore keeps a schema history in etcd under a prefix: the
+// base at prefix+"base", each entry at prefix+"e/"+its position and table
+// (so keys sort in binlog order within a server's files, and an entry
+// appended twice lands on its own key). Appends and compactions carry the
+// leadership's guard, as EtcdStore's saves do: a leader that lost its
+// leadership writes nothing. Etcd.SchemaStore makes one.
 type EtcdSchemaStore struct {
-	Client *clientv3.Client
-	Prefix string
-	Guard  func() clientv3.Cmp
+	client *clientv3.Client
+	prefix string
+	guard  func() clientv3.Cmp // nil: unfenced
+}
+
+// newEtcdSchemaStore is the store of a schema history under prefix,
+// fenced by guard (nil: unfenced).
+func newEtcdSchemaStore(cli *clientv3.Client, prefix string, guard func() clientv3.Cmp) *EtcdSchemaStore {
+	return &EtcdSchemaStore{client: cli, prefix: prefix, guard: guard}
 }
 
 var _ binlog.HistoryStore = (*EtcdSchemaStore)(nil)
@@ -31,26 +37,26 @@ var _ binlog.HistoryStore = (*EtcdSchemaStore)(nil)
 // servers of a failed-over source can both have a DDL at one file and
 // offset.
 func (s *EtcdSchemaStore) entryKey(e binlog.HistoryEntry) string {
-	return fmt.Sprintf("%se/%s/%s/%012d/%s/%s", s.Prefix, e.Pos.Server, e.Pos.File, e.Pos.Offset, e.DB, e.Table)
+	return fmt.Sprintf("%se/%s/%s/%012d/%s/%s", s.prefix, e.Pos.Server, e.Pos.File, e.Pos.Offset, e.DB, e.Table)
 }
 
 // LoadSchema reads the base and the entries in key order.
 func (s *EtcdSchemaStore) LoadSchema(ctx context.Context) (*binlog.HistoryState, []binlog.HistoryEntry, error) {
-	resp, err := s.Client.Get(ctx, s.Prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	resp, err := s.client.Get(ctx, s.prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
-		return nil, nil, fmt.Errorf("checkpoint: reading the schema history under etcd prefix %s: %w", s.Prefix, err)
+		return nil, nil, fmt.Errorf("checkpoint: reading the schema history under etcd prefix %s: %w", s.prefix, err)
 	}
 	var base *binlog.HistoryState
 	var entries []binlog.HistoryEntry
 	for _, kv := range resp.Kvs {
 		k := string(kv.Key)
 		switch {
-		case k == s.Prefix+"base":
+		case k == s.prefix+"base":
 			base = new(binlog.HistoryState)
 			if err := json.Unmarshal(kv.Value, base); err != nil {
 				return nil, nil, fmt.Errorf("%w: etcd key %s: %v", checkpoint.ErrCorrupt, k, err)
 			}
-		case strings.HasPrefix(k, s.Prefix+"e/"):
+		case strings.HasPrefix(k, s.prefix+"e/"):
 			var e binlog.HistoryEntry
 			if err := json.Unmarshal(kv.Value, &e); err != nil {
 				return nil, nil, fmt.Errorf("%w: etcd key %s: %v", checkpoint.ErrCorrupt, k, err)
@@ -76,7 +82,7 @@ func (s *EtcdSchemaStore) LoadSchema(ctx context.Context) (*binlog.HistoryState,
 }
 
 // AppendSchema writes each entry under its own key, unless the key
-// exists (idempotent), in one transaction with Guard.
+// exists (idempotent), in one transaction with the guard.
 func (s *EtcdSchemaStore) AppendSchema(ctx context.Context, entries []binlog.HistoryEntry) error {
 	var ops []clientv3.Op
 	for _, e := range entries {
@@ -97,10 +103,10 @@ func (s *EtcdSchemaStore) CompactSchema(ctx context.Context, state binlog.Histor
 	if err != nil {
 		return err
 	}
-	ops := []clientv3.Op{clientv3.OpPut(s.Prefix+"base", string(b))}
-	resp, err := s.Client.Get(ctx, s.Prefix+"e/", clientv3.WithPrefix())
+	ops := []clientv3.Op{clientv3.OpPut(s.prefix+"base", string(b))}
+	resp, err := s.client.Get(ctx, s.prefix+"e/", clientv3.WithPrefix())
 	if err != nil {
-		return fmt.Errorf("checkpoint: reading the schema history under etcd prefix %s: %w", s.Prefix, err)
+		return fmt.Errorf("checkpoint: reading the schema history under etcd prefix %s: %w", s.prefix, err)
 	}
 	for _, kv := range resp.Kvs {
 		var e binlog.HistoryEntry
@@ -118,16 +124,16 @@ func (s *EtcdSchemaStore) commit(ctx context.Context, ops []clientv3.Op, what st
 	if len(ops) == 0 {
 		return nil
 	}
-	txn := s.Client.Txn(ctx)
-	if s.Guard != nil {
-		txn = txn.If(s.Guard())
+	txn := s.client.Txn(ctx)
+	if s.guard != nil {
+		txn = txn.If(s.guard())
 	}
 	resp, err := txn.Then(ops...).Commit()
 	if err != nil {
-		return fmt.Errorf("checkpoint: %s the schema history under etcd prefix %s: %w", what, s.Prefix, err)
+		return fmt.Errorf("checkpoint: %s the schema history under etcd prefix %s: %w", what, s.prefix, err)
 	}
 	if !resp.Succeeded {
-		return fmt.Errorf("%w: the schema history under etcd prefix %s not written: the guard failed (leadership lost)", checkpoint.ErrConflict, s.Prefix)
+		return fmt.Errorf("%w: the schema history under etcd prefix %s not written: the guard failed (leadership lost)", checkpoint.ErrConflict, s.prefix)
 	}
 	return nil
 }

@@ -18,13 +18,13 @@ func TestEtcdSchemaStore(t *testing.T) {
 	e := etcdenv.Start(t)
 	cli := newEtcdClient(t, e.Endpoint())
 	mk := func() binlog.HistoryStore {
-		return &coord.EtcdSchemaStore{Client: cli, Prefix: "/sluice/p1/checkpoint/schema/main/"}
+		return coord.NewEtcdSchemaStore(cli, "/sluice/p1/checkpoint/schema/main/", nil)
 	}
 	historytest.Check(t, mk(), mk)
 	// A zombie (its guard fails) writes nothing.
-	z := &coord.EtcdSchemaStore{Client: cli, Prefix: "/sluice/p1/checkpoint/schema/main/", Guard: func() clientv3.Cmp {
+	z := coord.NewEtcdSchemaStore(cli, "/sluice/p1/checkpoint/schema/main/", func() clientv3.Cmp {
 		return clientv3.Compare(clientv3.CreateRevision("/sluice/p1/leader-gone"), ">", 0)
-	}}
+	})
 	if err := z.AppendSchema(testCtx(t), []binlog.HistoryEntry{historytest.Entry(1000, "v", "CREATE TABLE `v` (`id` int)")}); !errors.Is(err, checkpoint.ErrConflict) {
 		t.Fatalf("zombie append: %v", err)
 	}
@@ -49,7 +49,7 @@ func TestSchemaStoresAcrossFailover(t *testing.T) {
 	same := binlog.HistoryEntry{Pos: at(b, "mysql-bin.000009", 500, a+":1-10,"+b+":1-2"), DB: "app", Table: "t", Create: "CREATE TABLE `t` (`id` int, `v` int, `w` int)", Statement: "ALTER TABLE"}
 	e := etcdenv.Start(t)
 	cli := newEtcdClient(t, e.Endpoint())
-	s := &coord.EtcdSchemaStore{Client: cli, Prefix: "/sluice/p1/checkpoint/schema/fo/"}
+	s := coord.NewEtcdSchemaStore(cli, "/sluice/p1/checkpoint/schema/fo/", nil)
 	ctx := testCtx(t)
 	for _, en := range []binlog.HistoryEntry{old, newer, same} {
 		if err := s.AppendSchema(ctx, []binlog.HistoryEntry{en}); err != nil {

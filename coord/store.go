@@ -20,19 +20,25 @@ import (
 // fails with checkpoint.ErrConflict when anyone else wrote the key since the caller
 // loaded it.
 //
-// Guard fences a leader that lost its leadership without knowing it yet
-// (a zombie): when set, each Save also requires Guard's comparison, such
-// as coord's Leadership.Guard (the leader key still has the
-// CreateRevision of this leadership), in the same transaction. Once a new
-// leader is elected that comparison is false, and no save of the old one
-// can land, however late it reaches etcd.
+// The guard fences a leader that lost its leadership without knowing it
+// yet (a zombie): a store made by Etcd.CheckpointStore with a Leadership
+// requires, in the same transaction as each Save, that the leader key
+// still has the CreateRevision of this leadership. Once a new leader is
+// elected that comparison is false, and no save of the old one can land,
+// however late it reaches etcd.
 type EtcdStore struct {
-	Client *clientv3.Client
-	// Key is the etcd key of the checkpoint.
-	Key string
-	// Guard, when set, returns a comparison that must hold for Save to
+	client *clientv3.Client
+	// key is the etcd key of the checkpoint.
+	key string
+	// guard, when set, returns a comparison that must hold for Save to
 	// write. It is called on every Save.
-	Guard func() clientv3.Cmp
+	guard func() clientv3.Cmp
+}
+
+// newEtcdStore is the store of the checkpoint at key, fenced by guard
+// (nil: unfenced).
+func newEtcdStore(cli *clientv3.Client, key string, guard func() clientv3.Cmp) *EtcdStore {
+	return &EtcdStore{client: cli, key: key, guard: guard}
 }
 
 var _ checkpoint.Store = (*EtcdStore)(nil)
@@ -40,9 +46,9 @@ var _ checkpoint.Store = (*EtcdStore)(nil)
 // Load reads the key; a missing key is an empty checkpoint (Version 0).
 // Version is the key's ModRevision, whatever the stored JSON says.
 func (s *EtcdStore) Load(ctx context.Context) (checkpoint.Checkpoint, error) {
-	resp, err := s.Client.Get(ctx, s.Key)
+	resp, err := s.client.Get(ctx, s.key)
 	if err != nil {
-		return checkpoint.Checkpoint{}, fmt.Errorf("checkpoint: reading etcd key %s: %w", s.Key, err)
+		return checkpoint.Checkpoint{}, fmt.Errorf("checkpoint: reading etcd key %s: %w", s.key, err)
 	}
 	if len(resp.Kvs) == 0 {
 		return checkpoint.Checkpoint{}, nil
@@ -50,14 +56,14 @@ func (s *EtcdStore) Load(ctx context.Context) (checkpoint.Checkpoint, error) {
 	kv := resp.Kvs[0]
 	cp, err := checkpoint.Decode(kv.Value)
 	if err != nil {
-		return checkpoint.Checkpoint{}, fmt.Errorf("%w: etcd key %s: %v (delete the key to start over, or put back a good one)", checkpoint.ErrCorrupt, s.Key, err)
+		return checkpoint.Checkpoint{}, fmt.Errorf("%w: etcd key %s: %v (delete the key to start over, or put back a good one)", checkpoint.ErrCorrupt, s.key, err)
 	}
 	cp.Version = uint64(kv.ModRevision)
 	return cp, nil
 }
 
 // Save writes cp if the key's ModRevision is still expected (0: the key
-// does not exist) and Guard, if set, holds; it returns the revision of
+// does not exist) and the guard, if any, holds; it returns the revision of
 // the write, the new version. A failed condition is an error wrapping
 // checkpoint.ErrConflict that says which: another writer saved, or the guard failed
 // (leadership lost). Any other error (a timeout, a lost connection)
@@ -73,17 +79,17 @@ func (s *EtcdStore) Save(ctx context.Context, cp checkpoint.Checkpoint, expected
 	if err != nil {
 		return 0, err
 	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.Key), "=", int64(expected))}
-	orElse := []clientv3.Op{clientv3.OpGet(s.Key)}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(s.key), "=", int64(expected))}
+	orElse := []clientv3.Op{clientv3.OpGet(s.key)}
 	var guard clientv3.Cmp
-	if s.Guard != nil {
-		guard = s.Guard()
+	if s.guard != nil {
+		guard = s.guard()
 		cmps = append(cmps, guard)
 		orElse = append(orElse, clientv3.OpGet(string(guard.KeyBytes())))
 	}
-	resp, err := s.Client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(s.Key, string(data))).Else(orElse...).Commit()
+	resp, err := s.client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(s.key, string(data))).Else(orElse...).Commit()
 	if err != nil {
-		return 0, fmt.Errorf("checkpoint: saving etcd key %s: %w", s.Key, err)
+		return 0, fmt.Errorf("checkpoint: saving etcd key %s: %w", s.key, err)
 	}
 	if resp.Succeeded {
 		return uint64(resp.Header.Revision), nil
@@ -93,9 +99,9 @@ func (s *EtcdStore) Save(ctx context.Context, cp checkpoint.Checkpoint, expected
 		now = kvs[0].ModRevision
 	}
 	if now != int64(expected) {
-		return 0, fmt.Errorf("%w: etcd key %s is at version %d, expected %d", checkpoint.ErrConflict, s.Key, now, expected)
+		return 0, fmt.Errorf("%w: etcd key %s is at version %d, expected %d", checkpoint.ErrConflict, s.key, now, expected)
 	}
-	return 0, fmt.Errorf("%w: etcd key %s not saved: %s", checkpoint.ErrConflict, s.Key, describeFailedGuard(guard, resp.Responses[1].GetResponseRange().Kvs))
+	return 0, fmt.Errorf("%w: etcd key %s not saved: %s", checkpoint.ErrConflict, s.key, describeFailedGuard(guard, resp.Responses[1].GetResponseRange().Kvs))
 }
 
 // describeFailedGuard says what the guard's key held when the guard

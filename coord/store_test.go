@@ -40,7 +40,7 @@ func TestEtcdStoreVersions(t *testing.T) {
 	e := etcdenv.Start(t)
 	cli := newEtcdClient(t, e.Endpoint())
 	ctx := testCtx(t)
-	s := &coord.EtcdStore{Client: cli, Key: "/sluice/p1/checkpoint"}
+	s := coord.NewEtcdStore(cli, "/sluice/p1/checkpoint", nil)
 
 	cp, err := s.Load(ctx)
 	if err != nil || cp.Version != 0 {
@@ -85,8 +85,8 @@ func TestEtcdStoreVersions(t *testing.T) {
 func TestEtcdStoreConflict(t *testing.T) {
 	e := etcdenv.Start(t)
 	ctx := testCtx(t)
-	a := &coord.EtcdStore{Client: newEtcdClient(t, e.Endpoint()), Key: "/cp"}
-	b := &coord.EtcdStore{Client: newEtcdClient(t, e.Endpoint()), Key: "/cp"}
+	a := coord.NewEtcdStore(newEtcdClient(t, e.Endpoint()), "/cp", nil)
+	b := coord.NewEtcdStore(newEtcdClient(t, e.Endpoint()), "/cp", nil)
 
 	// Two writers both think there is no checkpoint: one wins.
 	v, err := a.Save(ctx, checkpoint.Checkpoint{LastSeq: 1}, 0)
@@ -126,9 +126,9 @@ func TestEtcdStoreGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	epoch := put.Header.Revision
-	s := &coord.EtcdStore{Client: cli, Key: "/sluice/p1/checkpoint", Guard: func() clientv3.Cmp {
+	s := coord.NewEtcdStore(cli, "/sluice/p1/checkpoint", func() clientv3.Cmp {
 		return clientv3.Compare(clientv3.CreateRevision(leader), "=", epoch)
-	}}
+	})
 	v, err := s.Save(ctx, checkpoint.Checkpoint{LastSeq: 1}, 0)
 	if err != nil {
 		t.Fatalf("save while leading: %v", err)
@@ -161,7 +161,7 @@ func TestEtcdStoreCorrupt(t *testing.T) {
 	if _, err := cli.Put(ctx, "/cp", "{not json"); err != nil {
 		t.Fatal(err)
 	}
-	s := &coord.EtcdStore{Client: cli, Key: "/cp"}
+	s := coord.NewEtcdStore(cli, "/cp", nil)
 	if _, err := s.Load(ctx); !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Fatalf("load of bad JSON: %v, want checkpoint.ErrCorrupt", err)
 	}
@@ -170,7 +170,7 @@ func TestEtcdStoreCorrupt(t *testing.T) {
 func TestEtcdStoreHonoursDeadline(t *testing.T) {
 	e := etcdenv.Start(t)
 	p := etcdenv.NewProxy(t, e.Endpoint())
-	s := &coord.EtcdStore{Client: newEtcdClient(t, p.Endpoint()), Key: "/cp"}
+	s := coord.NewEtcdStore(newEtcdClient(t, p.Endpoint()), "/cp", nil)
 	v, err := s.Save(testCtx(t), checkpoint.Checkpoint{LastSeq: 1}, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"os"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-cdc/sluice/internal/confdef"
 )
 
 // Config is a client's tls block. The tags besides yaml document each
@@ -94,8 +96,14 @@ type Toggle struct {
 	Config `yaml:",inline"`
 }
 
-// UnmarshalYAML takes true, false or a block of Config's keys.
-func (t *Toggle) UnmarshalYAML(n *yaml.Node) error {
+// UnmarshalYAML takes true, false or a block of Config's keys. (It is the
+// form of the method that YAML decoders call with a function decoding the
+// value, which names no YAML type.)
+func (t *Toggle) UnmarshalYAML(unmarshal func(any) error) error {
+	n, err := confdef.Node(unmarshal)
+	if err != nil {
+		return err
+	}
 	switch {
 	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
 		*t = Toggle{}

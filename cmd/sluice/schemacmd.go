@@ -9,7 +9,6 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
-	"github.com/sluice-cdc/sluice/coord"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -54,7 +53,7 @@ func schemaCmd() *cobra.Command {
 				found = true
 				var store binlog.HistoryStore = &checkpoint.FileSchemaStore{Path: checkpoint.SchemaPath(cfg.Checkpoint.Path, src.Name)}
 				if co != nil {
-					store = &coord.EtcdSchemaStore{Client: co.Client(), Prefix: co.CheckpointKey() + "/schema/" + src.Name + "/"}
+					store = co.SchemaStore(nil, src.Name)
 				}
 				h := binlog.NewHistory("", nil, store, nil)
 				if err := h.Load(ctx); err != nil {

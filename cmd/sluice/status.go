@@ -134,7 +134,7 @@ func openStore(ctx context.Context, path string, cfg *config.Config) (checkpoint
 	if err != nil {
 		return nil, nil, err
 	}
-	return &coord.EtcdStore{Client: co.Client(), Key: co.CheckpointKey()}, co, nil
+	return co.CheckpointStore(nil), co, nil
 }
 
 // printCoordinator shows the leader and followers.

@@ -82,7 +82,44 @@ var (
 	durationType    = reflect.TypeOf(time.Duration(0))
 	nodeType        = reflect.TypeOf(yaml.Node{})
 	unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+	// valueUnmarshalerType is the other UnmarshalYAML the YAML decoder
+	// calls, the one given a function that decodes the value: sluice's
+	// public types take that one, whose signature names no YAML type.
+	valueUnmarshalerType = reflect.TypeOf((*interface {
+		UnmarshalYAML(func(any) error) error
+	})(nil)).Elem()
 )
+
+// Node returns the YAML node that the decoder gives an
+// UnmarshalYAML(unmarshal func(any) error), the form of the method that
+// sluice's public types take, for code that needs the node itself (its
+// kind, its line).
+func Node(unmarshal func(any) error) (*yaml.Node, error) {
+	var h nodeHolder
+	if err := unmarshal(&h); err != nil {
+		return nil, err
+	}
+	if h.n == nil { // a null value, which the decoder passes to no UnmarshalYAML
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}, nil
+	}
+	return h.n, nil
+}
+
+// nodeHolder keeps the node it is decoded from (decoding into a
+// *yaml.Node from inside UnmarshalYAML would decode its fields instead).
+type nodeHolder struct{ n *yaml.Node }
+
+func (h *nodeHolder) UnmarshalYAML(n *yaml.Node) error {
+	h.n = n
+	return nil
+}
+
+// Unmarshals reports whether values of t decode themselves: *t has an
+// UnmarshalYAML method (of either form the YAML decoder calls).
+func Unmarshals(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return p.Implements(unmarshalerType) || p.Implements(valueUnmarshalerType)
+}
 
 // field is one tagged field of a struct, inlined fields flattened.
 type field struct {
@@ -132,9 +169,10 @@ func Fields(t reflect.Type) []Field {
 }
 
 // isBlock reports whether values of t are blocks whose keys confdef
-// follows: structs other than durations and yaml.Node.
+// follows: structs other than durations, yaml.Node and structs without
+// keys (config.Block, which keeps a block for another package to decode).
 func isBlock(t reflect.Type) bool {
-	return t.Kind() == reflect.Struct && t != durationType && t != nodeType
+	return t.Kind() == reflect.Struct && t != durationType && t != nodeType && len(fields(t)) > 0
 }
 
 func join(path, key string) string {
@@ -185,7 +223,7 @@ func applyDefaults(v reflect.Value) {
 // string is taken as it is (no YAML quoting needed for "{db}.{table}").
 func decode(s string, t reflect.Type) (reflect.Value, error) {
 	p := reflect.New(t)
-	if t.Kind() == reflect.String && !reflect.PointerTo(t).Implements(unmarshalerType) {
+	if t.Kind() == reflect.String && !Unmarshals(t) {
 		p.Elem().SetString(s)
 		return p.Elem(), nil
 	}
@@ -339,7 +377,8 @@ func Enum(t reflect.Type, key string) []string {
 // Describe lists the keys of struct type t (or a pointer to one) and of
 // its nested blocks, depth first in field order. A list of blocks
 // (sources:) is followed by its element's keys under the list's key; a
-// yaml.Node field (a block decoded elsewhere) is listed without keys.
+// yaml.Node or config.Block field (a block decoded elsewhere) is listed
+// without keys.
 func Describe(t reflect.Type) []Key {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()

@@ -35,7 +35,9 @@ const (
 const HeaderFence = "sluice-fence"
 
 // IsFence reports whether a message with headers h is a fence message.
-func IsFence(h gonats.Header) bool { return h.Get(HeaderFence) != "" }
+// h is the message's headers as the NATS client gives them (a nats.Header,
+// which is a map[string][]string, passes as it is).
+func IsFence(h map[string][]string) bool { return gonats.Header(h).Get(HeaderFence) != "" }
 
 // HeaderSnapshot ("true") marks, in format debezium, a message of a
 // snapshot row, as the Kafka sink's header of the same name: Debezium's
