@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -89,10 +88,11 @@ func jsonErr(format string, args ...any) error {
 // utf8mb4, so a string or key (what names which) that is not valid UTF-8
 // is a corrupt event: an error, never a silent replacement.
 func appendJSONString(dst, s []byte, what string) ([]byte, error) {
-	if !utf8.Valid(s) {
+	dst, ok := jsonstr.AppendValid(dst, s)
+	if !ok {
 		return dst, jsonErr("%s is not valid UTF-8 (MySQL stores JSON as utf8mb4)", what)
 	}
-	return jsonstr.Append(dst, s), nil
+	return dst, nil
 }
 
 func (j *jsonbDecoder) spend(n int) error {

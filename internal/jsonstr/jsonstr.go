@@ -135,6 +135,23 @@ func load8[S ~string | ~[]byte](s S, i int) uint64 {
 
 // AppendEscaped is Append without the quotes.
 func AppendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
+	dst, _ = appendEscaped(dst, s, false)
+	return dst
+}
+
+// AppendValid is Append for text that must be valid UTF-8: it reports
+// false, having appended part of s, at the first byte that is not part of
+// a valid UTF-8 sequence, where Append would write \ufffd. It validates
+// and escapes in one pass.
+func AppendValid[S ~string | ~[]byte](dst []byte, s S) ([]byte, bool) {
+	dst = append(dst, '"')
+	dst, ok := appendEscaped(dst, s, true)
+	return append(dst, '"'), ok
+}
+
+// appendEscaped escapes s into dst; an invalid byte becomes \ufffd, or,
+// with strict, ends it with false.
+func appendEscaped[S ~string | ~[]byte](dst []byte, s S, strict bool) ([]byte, bool) {
 	start := 0
 	for i := 0; i < len(s); {
 		if i+8 <= len(s) && plain8(load8(s, i)) {
@@ -158,9 +175,12 @@ func AppendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
+		if strict {
+			return dst, false
+		}
 		dst = append(dst, Replacement...)
 		i++
 		start = i
 	}
-	return append(dst, s[start:]...)
+	return append(dst, s[start:]...), true
 }

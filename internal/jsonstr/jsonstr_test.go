@@ -1,8 +1,10 @@
 package jsonstr
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
+	"unicode/utf8"
 )
 
 // The quoter writes what encoding/json writes, but for the characters
@@ -45,4 +47,18 @@ func FuzzAppend(f *testing.F) {
 			t.Fatalf("Append(%q) decodes to %q, encoding/json's quoting to %q", s, ours, theirs)
 		}
 	})
+}
+
+// AppendValid writes what Append writes for valid UTF-8 and reports
+// false for anything else.
+func TestAppendValid(t *testing.T) {
+	for _, s := range []string{"", "plain", "tab\there \"q\" \\", "naïve ☃ 😀 long enough to pass eight", "\x01\x1f", "ab\xffcd", "\xc3(", "\xed\xa0\x80", "trailing \xe2\x82", "0123456789\xf4\x90\x80\x80"} {
+		got, ok := AppendValid([]byte("x"), s)
+		if ok != utf8.ValidString(s) {
+			t.Errorf("%q: ok = %v, want %v", s, ok, !ok)
+		}
+		if want := Append([]byte("x"), s); ok && !bytes.Equal(got, want) {
+			t.Errorf("%q: %s, want %s", s, got, want)
+		}
+	}
 }
