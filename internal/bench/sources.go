@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/sink/file"
 )
 
@@ -32,14 +33,18 @@ func (s *Shards) Close() {
 	}
 }
 
-// PrepareShards starts n MariaDB servers and, on all at once for d, writes
-// transactions of txnRows short_table rows each: n binlog ranges whose
-// event times overlap.
-func PrepareShards(ctx context.Context, n, txnRows int, d time.Duration, log io.Writer) (*Shards, error) {
+// PrepareShards starts n servers of flavor and, on all at once for d,
+// writes transactions of txnRows short_table rows each: n binlog ranges
+// whose event times overlap.
+func PrepareShards(ctx context.Context, flavor position.Flavor, n, txnRows int, d time.Duration, log io.Writer) (*Shards, error) {
+	redo := "--innodb-log-file-size=256M"
+	if flavor == position.MySQL {
+		redo = "--innodb-redo-log-capacity=256M" // the size setting MySQL 8.0.30+ reads
+	}
 	opts := make([]throwaway.Options, n)
 	for i := range opts {
-		opts[i] = throwaway.Options{ServerID: uint32(i + 1),
-			Extra: []string{"--innodb-buffer-pool-size=256M", "--innodb-log-file-size=256M", "--max-binlog-size=1G"}}
+		opts[i] = throwaway.Options{Flavor: flavor, ServerID: uint32(i + 1),
+			Extra: []string{"--innodb-buffer-pool-size=256M", redo, "--max-binlog-size=1G"}}
 	}
 	dbs, err := throwaway.StartMany(ctx, opts, "CREATE DATABASE bench",
 		"CREATE TABLE bench.short_table (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, field1 int NOT NULL, field2 int NOT NULL) ENGINE=InnoDB",
@@ -65,9 +70,16 @@ func PrepareShards(ctx context.Context, n, txnRows int, d time.Duration, log io.
 				return
 			}
 			defer c.Close()
+			for _, q := range seqSession(flavor, txnRows) {
+				if _, err := c.Execute(q); err != nil {
+					errs[i] = err
+					return
+				}
+			}
+			insert := "INSERT INTO bench.short_table (field1, field2) SELECT seq, seq FROM " + seqRows(flavor, txnRows)
 			var rows int64
 			for start := time.Now(); time.Since(start) < d; {
-				if _, err := c.Execute(fmt.Sprintf("INSERT INTO bench.short_table (field1, field2) SELECT seq, seq FROM bench.seq_1_to_%d", txnRows)); err != nil {
+				if _, err := c.Execute(insert); err != nil {
 					errs[i] = err
 					return
 				}
