@@ -2,14 +2,12 @@ package join
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/sluice-cdc/sluice/binlog"
-	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/charset"
 )
 
 // Join keys are stored as an order-preserving, self-delimiting byte string:
@@ -132,30 +130,20 @@ func appendEscaped(dst, b []byte) []byte {
 	return append(dst, 0, 1)
 }
 
-// textUTF8 returns character data as UTF-8 (keys of a latin1 column and a
+// textUTF8 returns character data as UTF-8, converted from the column's
+// character set as the codec converts it (keys of a latin1 column and a
 // utf8mb4 column compare equal when the text is).
 func textUTF8(col *binlog.Column, v binlog.Value) []byte {
 	b := v.Bytes()
-	cs := ""
-	if col != nil {
-		cs = strings.ToLower(col.Charset)
-	}
-	switch cs {
-	case "", "utf8mb4", "utf8mb3", "utf8", "ascii", "binary":
-		return b
-	case "latin1":
-		out := make([]byte, 0, len(b)+len(b)/4)
-		for _, c := range b {
-			out = utf8.AppendRune(out, binlog.Latin1Rune(c))
-		}
-		return out
-	}
-	// Other character sets (UTF-16, UTF-32, UCS-2): the codec's conversion.
-	var s string
-	if err := json.Unmarshal(codec.AppendValue(nil, col, v), &s); err != nil {
+	if col == nil {
 		return b
 	}
-	return []byte(s)
+	cs := charset.Lookup(col.Charset)
+	if cs == nil || cs.IsUTF8() {
+		return b
+	}
+	out, _ := cs.AppendUTF8(make([]byte, 0, len(b)+len(b)/2), b)
+	return out
 }
 
 // appendDigits writes a number given by its decimal digits and the
