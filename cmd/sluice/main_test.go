@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -80,15 +81,23 @@ func masterPos(t *testing.T, db *testenv.Server) string {
 
 func run(t *testing.T, bin string, args ...string) (stdout, stderr string) {
 	t.Helper()
+	var o bytes.Buffer
+	_, stderr = runTo(t, &o, bin, args...)
+	return o.String(), stderr
+}
+
+// runTo is run with the standard output written to w.
+func runTo(t *testing.T, w io.Writer, bin string, args ...string) (stdout io.Writer, stderr string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
+	var e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = w, &e
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("sluice %s: %v\n%s", strings.Join(args, " "), err, e.String())
 	}
-	return o.String(), e.String()
+	return w, e.String()
 }
 
 func events(t *testing.T, out string) []*codec.Event {

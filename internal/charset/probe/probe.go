@@ -85,7 +85,7 @@ func Dump(c *client.Conn) (map[string]map[uint32]rune, error) {
 			continue
 		}
 		seqs, keys := Candidates(cs, int(maxlen))
-		m, err := dumpSet(c, cs, seqs, keys)
+		m, err := dumpSet(c, cs, int(maxlen), seqs, keys)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cs, err)
 		}
@@ -94,7 +94,7 @@ func Dump(c *client.Conn) (map[string]map[uint32]rune, error) {
 	return out, nil
 }
 
-func dumpSet(c *client.Conn, cs string, seqs [][]byte, keys []uint32) (map[uint32]rune, error) {
+func dumpSet(c *client.Conn, cs string, maxlen int, seqs [][]byte, keys []uint32) (map[uint32]rune, error) {
 	for _, q := range []string{"DROP TABLE IF EXISTS s", "CREATE TABLE s (id INT PRIMARY KEY, b VARBINARY(4))"} {
 		if _, err := c.Execute(q); err != nil {
 			return nil, err
@@ -131,7 +131,14 @@ func dumpSet(c *client.Conn, cs string, seqs [][]byte, keys []uint32) (map[uint3
 			if err != nil {
 				return nil, err
 			}
-			if r := classify(seq, same == 1, u); r != invalid {
+			r := classify(seq, same == 1, u)
+			if r == Unmapped && maxlen > 1 && len(seq) == 1 && seq[0] >= 0x80 {
+				// A lone lead byte of a multi-byte set, which MySQL's
+				// CONVERT to the set lets through (eucjpms) and no column
+				// stores: not a character.
+				r = invalid
+			}
+			if r != invalid {
 				m[keys[id]] = r
 			}
 		}
