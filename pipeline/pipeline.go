@@ -190,7 +190,7 @@ func New(cfg Config) (*Pipeline, error) {
 		}
 		i := len(p.srcs)
 		status := func(fn func(*SourceStatus)) { p.setStatus(func(s *Status) { fn(&s.Sources[i]) }) }
-		p.srcs = append(p.srcs, &source{cfg: sc, pipeline: cfg.Name, log: log, status: status})
+		p.srcs = append(p.srcs, &source{cfg: sc, pipeline: cfg.Name, log: log, status: status, text: binlog.NewTextCheck(log)})
 	}
 	p.status.Sources = make([]SourceStatus, len(p.srcs))
 	for i, s := range p.srcs {
@@ -464,6 +464,10 @@ type SourceStatus struct {
 	// (provide.transaction.metadata) was not written because their last
 	// chunk came without changes (each also a warning; not expected).
 	TxnEndsMissing int64
+	// InvalidText counts, per column, the characters written as '?'
+	// because they are not valid in the column's character set or have
+	// no Unicode mapping (each column also warned about once).
+	InvalidText []binlog.TextCount
 	// Failovers counts the times the source turned out to be another
 	// server than the saved position's (it failed over), and CatchUpWait
 	// the time spent waiting for such a server to receive transactions
@@ -535,6 +539,7 @@ func (p *Pipeline) Status() Status {
 			ss.SchemaUnknown, ss.SchemaMismatches = st.History.Unknown, st.History.Mismatches
 			ss.Failovers, ss.CatchUpWait = st.Failovers, st.CatchUpWait
 			ss.TxnEndsMissing = in.src.endsMissing.Load()
+			ss.InvalidText = in.src.text.Counts()
 		}
 	}
 	return s

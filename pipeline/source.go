@@ -89,6 +89,20 @@ type source struct {
 	// endsMissing counts the transactions whose Debezium END record could
 	// not be written (the builder's; see SourceStats.TxnEndsMissing).
 	endsMissing atomic.Int64
+	// text counts the source's text that does not convert exactly.
+	text *binlog.TextCheck
+}
+
+// textChecked is an emitter that runs the source's TextCheck on every
+// chunk (snapshot and stream alike) before passing it on.
+type textChecked struct {
+	emitter
+	text *binlog.TextCheck
+}
+
+func (e textChecked) txn(ctx context.Context, t *binlog.Txn) error {
+	e.text.Check(t)
+	return e.emitter.txn(ctx, t)
 }
 
 // roundTrip is the current reader's round trip to its server (0 before
@@ -134,6 +148,9 @@ type emitter interface {
 // run streams until ctx ends or the stop position is reached; done
 // reports that mode "only" finished.
 func (s *source) run(ctx context.Context, start position.Position, saved bool, resume *snapshot.State, out emitter) error {
+	if s.text != nil {
+		out = textChecked{out, s.text}
+	}
 	cfg := s.cfg.Binlog
 	if !start.IsZero() {
 		cfg.Start = start

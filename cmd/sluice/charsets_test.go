@@ -262,9 +262,24 @@ func everyCharacterSet(t *testing.T, bin string, flavor position.Flavor) {
 			t.Errorf("%s: %d inserts, %d updates, %d deletes; want %d inserts, 3 key changes (updates or delete+insert) and %d deletes", what, inserts, updates, deletes, rows, wantDel)
 		}
 	}
+	// Characters a set maps to no code point (cp1250 0x81, GBK 0xA140 in
+	// MySQL's gbk, ...) are '?', as CONVERT writes them: warned about
+	// once per column.
+	warned := func(what, stderr string) {
+		t.Helper()
+		for _, c := range []string{"c_cp1250", "c_gbk"} {
+			if n := strings.Count(stderr, "column="+c+" "); n != 1 {
+				t.Errorf("%s: %d warnings for column %s, want 1:\n%.2000s", what, n, c, stderr)
+			}
+		}
+		if !strings.Contains(stderr, "written as '?'") {
+			t.Errorf("%s: no warning of text written as '?'", what)
+		}
+	}
 	for _, format := range []string{"sluice", "debezium"} {
-		out, _ := runBig(t, bin, "tail", "--source", db.URL(), "--tables", "cs.t", "--from", from, "--to", to, "--format", format)
+		out, stderr := runBig(t, bin, "tail", "--source", db.URL(), "--tables", "cs.t", "--from", from, "--to", to, "--format", format)
 		stream("tail stream "+format, out)
+		warned("tail stream "+format, stderr)
 
 		out, _ = runBig(t, bin, "tail", "--source", db.URL(), "--tables", "cs.t", "--snapshot", "only", "--format", format)
 		ops, ids, _, afters := parse("tail snapshot "+format, out)
@@ -283,8 +298,9 @@ func everyCharacterSet(t *testing.T, bin string, flavor position.Flavor) {
 			files = append(files, m)
 		}
 	}
-	out, _ := runBig(t, bin, append([]string{"read", "--tables", "cs.t"}, files...)...)
+	out, stderr := runBig(t, bin, append([]string{"read", "--tables", "cs.t"}, files...)...)
 	stream("read", out)
+	warned("read", stderr)
 }
 
 func idOf(img map[string]json.RawMessage) int {

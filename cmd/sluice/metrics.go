@@ -78,6 +78,7 @@ var (
 	descSrcDDL      = prometheus.NewDesc("sluice_ddl_unparsed_total", "DDL statements the SQL parser could not read: each was a warning, was delivered by its default database, and made the source forget every cached table definition.", []string{"pipeline", "source"}, nil)
 	descSchemaUnk   = prometheus.NewDesc("sluice_schema_history_unknown_total", "DDL statements the schema history could not apply (each a warning): the tables they touch are described by information_schema from then on.", []string{"pipeline", "source"}, nil)
 	descTxnEndMiss  = prometheus.NewDesc("sluice_transaction_ends_missing_total", "Transactions whose Debezium END record (provide.transaction.metadata) was not written because their last chunk came without changes (each a warning; not expected).", []string{"pipeline", "source"}, nil)
+	descInvalidText = prometheus.NewDesc("sluice_invalid_text_total", "Characters written as '?' because they were not valid in their column's character set or had no Unicode mapping (as CONVERT(col USING utf8mb4) writes them; each column warned about once).", []string{"pipeline", "source", "table", "column"}, nil)
 	descSchemaMis   = prometheus.NewDesc("sluice_schema_history_mismatches_total", "Rows events whose binlog column metadata (binlog_row_metadata=FULL) differed from the schema history's definition (each a warning; the binlog's metadata was used).", []string{"pipeline", "source"}, nil)
 	descWatermark   = prometheus.NewDesc("sluice_watermark_seconds", "Low watermark: the minimum over live sources of their event time (Unix seconds).", []string{"pipeline"}, nil)
 	descSkew        = prometheus.NewDesc("sluice_source_skew_seconds", "Spread of the live sources' event times (the leading minus the slowest).", []string{"pipeline"}, nil)
@@ -94,7 +95,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone, descSnapBlocked,
-	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSchemaSkip, descSrcDDL, descSchemaUnk, descSchemaMis, descTxnEndMiss, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
+	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descSchemaSkip, descSrcDDL, descSchemaUnk, descSchemaMis, descInvalidText, descTxnEndMiss, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
 	descDelivWM, descJoinRows, descJoinBytes, descJoinEvicted, descJoinEvTime, descJoinLate, descJoinOut, descJoinWM}
 
 // Describe implements prometheus.Collector.
@@ -186,6 +187,9 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descSchemaUnk, float64(s.SchemaUnknown), s.Name)
 		counter(descSchemaMis, float64(s.SchemaMismatches), s.Name)
 		counter(descTxnEndMiss, float64(s.TxnEndsMissing), s.Name)
+		for _, tc := range s.InvalidText {
+			counter(descInvalidText, float64(tc.Characters), s.Name, tc.DB+"."+tc.Table, tc.Column)
+		}
 		counter(descSrcFailover, float64(s.Failovers), s.Name)
 		counter(descSrcCatchUp, s.CatchUpWait.Seconds(), s.Name)
 		gauge(descSnapBlocked, s.SnapshotBlocked.Seconds(), s.Name)

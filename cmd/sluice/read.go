@@ -46,7 +46,11 @@ func readCmd() *cobra.Command {
 				fc.Schema = is
 			}
 			pr := newPrinter(os.Stdout, out)
-			err = binlog.ReadFiles(cmd.Context(), files, fc, pr.txn)
+			text := binlog.NewTextCheck(slog.Default())
+			err = binlog.ReadFiles(cmd.Context(), files, fc, func(t *binlog.Txn) error {
+				text.Check(t)
+				return pr.txn(t)
+			})
 			if ferr := pr.w.Flush(); err == nil {
 				err = ferr
 			}
