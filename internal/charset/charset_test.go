@@ -31,8 +31,8 @@ func TestKnownCharacters(t *testing.T) {
 		{"armscii8", "\xb2\xb3", "Աա", 0},
 		{"geostd8", "\xc0\xc1", "აბ", 0},
 		{"swe7", "\x40\x5b", "ÉÄ", 0},
-		{"cp1250", "a\x81b", "a?b", 1},                // 0x81 has no character in cp1250
-		{"gbk", "\xb0\xa1\x81", "啊?", 1},              // a truncated two-byte character
+		{"cp1250", "a\x81b", "a?b", 1},                 // 0x81 has no character in cp1250
+		{"gbk", "\xb0\xa1\x81", "啊?", 1},               // a truncated two-byte character
 		{"gbk", "\xa1\x40", "?", 1},                    // a GBK sequence MySQL maps to nothing
 		{"ascii", "ok\x80", "ok?", 1},                  // not ASCII
 		{"ucs2", "\x00a\xd8\x3d", "a?", 1},             // a surrogate
