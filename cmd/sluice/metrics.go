@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/join"
 	"github.com/sluice-cdc/sluice/pipeline"
 )
@@ -228,7 +229,18 @@ func sourcesView(ss []pipeline.SourceStatus) []map[string]any {
 			"clock_offset_seconds": s.ClockOffset.Seconds(), "clock_rtt_seconds": s.ClockRTT.Seconds(),
 			"streaming": s.Streaming, "stalled": s.Stalled, "queued_bytes": s.Queued,
 			"snapshot_writers_blocked_seconds": s.SnapshotBlocked.Seconds(),
+			"invalid_text":                     invalidTextView(s.InvalidText),
 		}
+	}
+	return out
+}
+
+// invalidTextView is a source's sluice_invalid_text_total: "db.table.column"
+// to the characters written as '?'.
+func invalidTextView(tc []binlog.TextCount) map[string]int64 {
+	out := make(map[string]int64, len(tc))
+	for _, c := range tc {
+		out[c.DB+"."+c.Table+"."+c.Column] = c.Characters
 	}
 	return out
 }
