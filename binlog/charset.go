@@ -17,3 +17,71 @@ func namesToUTF8(names []string, charsetName string) []string {
 	}
 	return out
 }
+
+// queryText returns a Query event's statement as UTF-8. The server logs it
+// in the character set of the client that sent it (character_set_client,
+// the first collation of the event's Q_CHARSET_CODE status variable): a
+// client that ran SET NAMES gbk logs gbk bytes, names, defaults and
+// comments included. Statements of a UTF-8 client, and events without the
+// variable, are returned as they are.
+func queryText(query, statusVars []byte) string {
+	coll, ok := clientCollation(statusVars)
+	if !ok {
+		return string(query)
+	}
+	cs := charset.Lookup(CharsetOfCollation(uint64(coll)))
+	if cs == nil || cs.IsUTF8() || cs.ASCIICompatible() && isASCII(query) {
+		return string(query)
+	}
+	b, _ := cs.AppendUTF8(make([]byte, 0, len(query)+len(query)/2), query)
+	return string(b)
+}
+
+// clientCollation finds the character_set_client collation id in a Query
+// event's status variables. They are a sequence of (code, value) pairs
+// whose lengths follow from the code; Q_CHARSET_CODE (4) comes before
+// every variable of a newer server, so the walk stops at the first code it
+// does not know and then reports that the collation is not there.
+func clientCollation(vars []byte) (uint16, bool) {
+	for i := 0; i < len(vars); {
+		code := vars[i]
+		i++
+		n := 0
+		switch code {
+		case 0, 3, 10: // Q_FLAGS2_CODE, Q_AUTO_INCREMENT, Q_MASTER_DATA_WRITTEN_CODE
+			n = 4
+		case 1, 9: // Q_SQL_MODE_CODE, Q_TABLE_MAP_FOR_UPDATE_CODE
+			n = 8
+		case 2: // Q_CATALOG_CODE: length, text, NUL
+			if i >= len(vars) {
+				return 0, false
+			}
+			n = 1 + int(vars[i]) + 1
+		case 4: // Q_CHARSET_CODE: client charset, connection and server collations
+			if i+2 > len(vars) {
+				return 0, false
+			}
+			return uint16(vars[i]) | uint16(vars[i+1])<<8, true
+		case 5, 6: // Q_TIME_ZONE_CODE, Q_CATALOG_NZ_CODE: length, text
+			if i >= len(vars) {
+				return 0, false
+			}
+			n = 1 + int(vars[i])
+		case 7, 8: // Q_LC_TIME_NAMES_CODE, Q_CHARSET_DATABASE_CODE
+			n = 2
+		default:
+			return 0, false
+		}
+		i += n
+	}
+	return 0, false
+}
+
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}

@@ -1893,7 +1893,7 @@ func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time
 }
 
 func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, h *eventHandler) error {
-	q := strings.TrimSpace(string(e.Query))
+	q := strings.TrimSpace(queryText(e.Query, e.StatusVars))
 	if verb, xid, ok := xaStatement(q); ok {
 		switch verb {
 		case "START": // MySQL: the prepared part (or a one-phase XA) begins

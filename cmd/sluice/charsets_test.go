@@ -361,3 +361,43 @@ func runBig(t *testing.T, bin string, args ...string) (stdout, stderr string) {
 	}
 	return string(b), stderr
 }
+
+// TestDDLInClientCharset: a client that ran SET NAMES gbk sends its DDL in
+// gbk, and the server logs it so; the schema change (its statement, the
+// column's name, default and comment) comes out in UTF-8, and the rows
+// after it too.
+func TestDDLInClientCharset(t *testing.T) {
+	bin := buildSluice(t)
+	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
+		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
+		c, err := client.Connect(db.Addr(), db.User, db.Password, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		from := masterPos(t, db)
+		// 名 美 注释 点评 in gbk.
+		const name, def, comment, text = "\xc3\xfb", "\xc3\xc0", "\xd7\xa2\xca\xcd", "\xb5\xe3\xc6\xc0"
+		for _, q := range []string{"SET NAMES gbk", "CREATE DATABASE cs",
+			"CREATE TABLE cs.g (id INT PRIMARY KEY, `" + name + "` VARCHAR(10) CHARACTER SET gbk DEFAULT '" + def + "' COMMENT '" + comment + "')",
+			"INSERT INTO cs.g VALUES (1, '" + text + "')", "INSERT INTO cs.g (id) VALUES (2)"} {
+			if _, err := c.Execute(q); err != nil {
+				t.Fatalf("%q: %v", q, err)
+			}
+		}
+		to := masterPos(t, db)
+		out, _ := run(t, bin, "tail", "--source", db.URL(), "--tables", "cs.g", "--from", from, "--to", to)
+		if !strings.Contains(out, "CREATE TABLE cs.g (id INT PRIMARY KEY, `名` VARCHAR(10) CHARACTER SET gbk DEFAULT '美' COMMENT '注释')") ||
+			!strings.Contains(out, `"名":"点评"`) || !strings.Contains(out, `"名":"美"`) {
+			t.Errorf("format sluice: the DDL or the rows are not the UTF-8 of what the gbk client sent:\n%s", out)
+		}
+		out, _ = run(t, bin, "tail", "--source", db.URL(), "--tables", "cs.g", "--from", from, "--to", to, "--format", "debezium")
+		// (tableChanges need the schema history of `sluice run`, which
+		// reads the same statement text.)
+		for _, want := range []string{"`名` VARCHAR(10) CHARACTER SET gbk DEFAULT '美' COMMENT '注释'", `"名":"点评"`, `"名":"美"`} {
+			if !strings.Contains(out, want) {
+				t.Errorf("format debezium: no %s in:\n%s", want, out)
+			}
+		}
+	})
+}

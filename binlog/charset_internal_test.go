@@ -1,0 +1,26 @@
+package binlog
+
+import "testing"
+
+func TestQueryText(t *testing.T) {
+	// Q_FLAGS2 (4 bytes), Q_SQL_MODE (8), Q_CATALOG_NZ ("std"), then
+	// Q_CHARSET_CODE with character_set_client = 28 (gbk_chinese_ci).
+	vars := []byte{0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 6, 3, 's', 't', 'd', 4, 28, 0, 45, 0, 45, 0}
+	if got := queryText([]byte("COMMENT '\xd7\xa2\xca\xcd'"), vars); got != "COMMENT '注释'" {
+		t.Errorf("gbk client: %q", got)
+	}
+	utf := append(vars[:20:20], 45, 0, 45, 0, 45, 0)
+	if got := queryText([]byte("COMMENT '注释'"), utf); got != "COMMENT '注释'" {
+		t.Errorf("utf8mb4 client: %q", got)
+	}
+	// An unknown status variable before Q_CHARSET_CODE, or none: as it is.
+	if got := queryText([]byte("x\xd7"), []byte{200, 1, 4, 28, 0}); got != "x\xd7" {
+		t.Errorf("unknown variable: %q", got)
+	}
+	if got := queryText([]byte("x\xd7"), nil); got != "x\xd7" {
+		t.Errorf("no variables: %q", got)
+	}
+	if _, ok := clientCollation([]byte{2}); ok {
+		t.Error("truncated catalog read as a collation")
+	}
+}
