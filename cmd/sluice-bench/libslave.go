@@ -18,6 +18,7 @@ func libslaveCmd() *cobra.Command {
 		modes      []string
 		flavors    []string
 		sluice     string
+		charsets   []string
 	)
 	lib := &cobra.Command{
 		Use:   "libslave",
@@ -51,28 +52,37 @@ peak memory and bytes per row per server.`,
 				}
 			}
 			ctx := cmd.Context()
+			sets := charsets
+			if len(sets) == 0 {
+				sets = []string{""}
+			}
 			for _, f := range fl {
-				fmt.Fprintf(os.Stderr, "starting %s and writing %d rows per table...\n", f, rows)
-				db, ranges, err := bench.Prepare(ctx, f, rows, os.Stderr)
-				if err != nil {
-					return err
-				}
-				dir := ""
-				if profile != "" {
-					dir = filepath.Join(profile, string(f))
-					if err := os.MkdirAll(dir, 0o755); err != nil {
-						db.Close()
+				for _, cs := range sets {
+					fmt.Fprintf(os.Stderr, "starting %s and writing %d rows per table...\n", f, rows)
+					db, ranges, err := bench.PrepareText(ctx, f, rows, nil, cs, os.Stderr)
+					if err != nil {
 						return err
 					}
+					dir := ""
+					if profile != "" {
+						dir = filepath.Join(profile, string(f)+cs)
+						if err := os.MkdirAll(dir, 0o755); err != nil {
+							db.Close()
+							return err
+						}
+					}
+					version := db.Version()
+					results, err := bench.Run(ctx, db, ranges, bench.Options{Runs: runs, Self: bin, Peer: self, Out: os.Stdout, Log: os.Stderr, ProfileDir: dir, Modes: modes})
+					db.Close()
+					if err != nil {
+						return fmt.Errorf("%s: %w", f, err)
+					}
+					if cs != "" {
+						version += fmt.Sprintf(", text in %s (%q)", cs, bench.TextSample(cs))
+					}
+					fmt.Fprintf(os.Stdout, "\n%s\n\n", version)
+					bench.Report(os.Stdout, results)
 				}
-				version := db.Version()
-				results, err := bench.Run(ctx, db, ranges, bench.Options{Runs: runs, Self: bin, Peer: self, Out: os.Stdout, Log: os.Stderr, ProfileDir: dir, Modes: modes})
-				db.Close()
-				if err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
-				fmt.Fprintf(os.Stdout, "\n%s\n\n", version)
-				bench.Report(os.Stdout, results)
 			}
 			return nil
 		},
@@ -83,6 +93,7 @@ peak memory and bytes per row per server.`,
 	lib.Flags().StringVar(&profile, "profile", "", "directory to write a CPU profile of every sluice run into")
 	lib.Flags().StringSliceVar(&modes, "modes", nil, "readers to measure (default sluice,go-mysql,raw,sluice-json,debezium,debezium-schemas)")
 	lib.Flags().StringVar(&sluice, sluiceFlag, "", sluiceFlagUsage)
+	lib.Flags().StringSliceVar(&charsets, "charsets", nil, "measure with the tables' text in each of these character sets in turn (e.g. utf8mb4,gbk,latin2): short_table gains a text column; each changed row carries non-ASCII text to convert (default: the article's tables)")
 	return lib
 }
 

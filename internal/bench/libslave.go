@@ -119,6 +119,26 @@ func tableDDL(flavor position.Flavor, ddl string) string {
 // (all when names is empty), in the order short_insert, long_insert,
 // short_update, long_update.
 func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names []string, log io.Writer) (*throwaway.Server, []Range, error) {
+	return PrepareText(ctx, flavor, rows, names, "", log)
+}
+
+// TextSample is the text of every text column of the tables PrepareText
+// makes in a character set: Chinese for the sets that hold it, Polish for
+// latin2, each 2 to 3 bytes a character in UTF-8.
+func TextSample(charset string) string {
+	if charset == "latin2" {
+		return "zażółć gęślą jaźń 2024"
+	}
+	return "美团点评 数据库 2024"
+}
+
+// PrepareText is PrepareRanges with the tables' text in a character set:
+// with charset "" they are the article's (utf8mb4 text holding ASCII);
+// otherwise short_table gains a VARCHAR(64) column field3 and long_table
+// is converted to the set, and the inserts write TextSample(charset) into
+// short_table's field3 and long_table's field5 and field25, so that each
+// changed row carries one or two values to convert.
+func PrepareText(ctx context.Context, flavor position.Flavor, rows int, names []string, charset string, log io.Writer) (*throwaway.Server, []Range, error) {
 	db, err := throwaway.Start(ctx, ServerOptions(flavor))
 	if err != nil {
 		return nil, nil, err
@@ -136,6 +156,15 @@ func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names 
 		libslavedb.ShortTable,
 		tableDDL(flavor, libslavedb.LongTable),
 	)
+	shortCols, shortVals := "field1, field2", "seq, seq"
+	longVals := "'short_string', 'another_short_string'"
+	if charset != "" {
+		setup = append(setup, "SET NAMES utf8mb4",
+			"ALTER TABLE short_table ADD field3 VARCHAR(64) CHARACTER SET "+charset+" NOT NULL DEFAULT ''",
+			"ALTER TABLE long_table CONVERT TO CHARACTER SET "+charset)
+		text := "'" + TextSample(charset) + "'"
+		shortCols, shortVals, longVals = "field1, field2, field3", "seq, seq, "+text, text+", "+text
+	}
 	for _, q := range setup {
 		if _, err := c.Execute(q); err != nil {
 			db.Close()
@@ -143,8 +172,8 @@ func PrepareRanges(ctx context.Context, flavor position.Flavor, rows int, names 
 		}
 	}
 	steps := []struct{ name, sql, desc string }{
-		{"short_insert", "INSERT INTO bench.short_table (field1, field2) SELECT seq, seq FROM " + seqRows(flavor, rows), "INSERT … SELECT into short_table"},
-		{"long_insert", "INSERT INTO bench.long_table (field5, field25) SELECT 'short_string', 'another_short_string' FROM " + seqRows(flavor, rows), "INSERT … SELECT into long_table"},
+		{"short_insert", "INSERT INTO bench.short_table (" + shortCols + ") SELECT " + shortVals + " FROM " + seqRows(flavor, rows), "INSERT … SELECT into short_table"},
+		{"long_insert", "INSERT INTO bench.long_table (field5, field25) SELECT " + longVals + " FROM " + seqRows(flavor, rows), "INSERT … SELECT into long_table"},
 		{"short_update", "UPDATE bench.short_table SET field1=12", "UPDATE short_table SET field1=12"},
 		{"long_update", "UPDATE bench.long_table SET field6=12", "UPDATE long_table SET field6=12"},
 	}
