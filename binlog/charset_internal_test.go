@@ -24,3 +24,18 @@ func TestQueryText(t *testing.T) {
 		t.Error("truncated catalog read as a collation")
 	}
 }
+
+// FuzzQueryText: status variables and statements from a binlog never
+// crash the decoding, and a statement of a UTF-8 client is kept as it is.
+func FuzzQueryText(f *testing.F) {
+	f.Add([]byte("COMMENT '\xd7\xa2'"), []byte{0, 0, 0, 0, 0, 4, 28, 0, 45, 0, 45, 0})
+	f.Add([]byte("x"), []byte{2, 200})
+	f.Fuzz(func(t *testing.T, q, vars []byte) {
+		_ = queryText(q, vars)
+		if coll, ok := clientCollation(vars); ok && CharsetOfCollation(uint64(coll)) == "utf8mb4" {
+			if got := queryText(q, vars); got != string(q) {
+				t.Fatalf("utf8mb4 client's statement changed: %q", got)
+			}
+		}
+	})
+}
