@@ -49,6 +49,9 @@ func appendText(dst, s []byte, charsetName string) []byte {
 		dst = jsonstr.AppendEscaped(dst, s)
 		return append(dst, '"')
 	}
+	if t := cs.Single(); t != nil {
+		return append(appendSingle(dst, s, t), '"')
+	}
 	ascii := cs.ASCIICompatible()
 	start := 0
 	for i := 0; i < len(s); {
@@ -70,6 +73,26 @@ func appendText(dst, s []byte, charsetName string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// appendSingle appends text of a one-byte set by its table t: ASCII bytes
+// the set keeps as they are copied in runs, the others converted (a
+// negative entry is '?').
+func appendSingle(dst, s []byte, t *[256]rune) []byte {
+	start := 0
+	for i, c := range s {
+		if c < utf8.RuneSelf && t[c] == rune(c) && !jsonstr.Special(c) {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		start = i + 1
+		r := t[c]
+		if r < 0 {
+			r = charset.Replacement
+		}
+		dst = appendRune(dst, r)
+	}
+	return append(dst, s[start:]...)
 }
 
 // lookupCharset is charset.Lookup with the commonest sets first.

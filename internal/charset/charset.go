@@ -144,6 +144,21 @@ func Names() []string {
 	return out
 }
 
+// Single returns the code point of each byte of a one-byte set (negative
+// where the byte converts to '?': not a character, or unmapped), or nil
+// for every other set. A caller converting much text reads it instead of
+// calling Next per byte.
+func (c *Charset) Single() *[256]rune {
+	if c.kind != kindTable {
+		return nil
+	}
+	c.load()
+	if c.double != nil || c.long != nil {
+		return nil
+	}
+	return &c.single
+}
+
 // Next decodes the character at the start of s (which must not be empty):
 // its code point r, its length n in bytes (at least 1), and ok false when
 // the bytes are not a character of the set or the character has no
@@ -236,6 +251,17 @@ func (c *Charset) AppendUTF8(dst, s []byte) ([]byte, int) {
 	bad := 0
 	if c.kind == kindUTF8 && utf8.Valid(s) {
 		return append(dst, s...), 0
+	}
+	if t := c.Single(); t != nil {
+		for _, b := range s {
+			r := t[b]
+			if r < 0 {
+				r = Replacement
+				bad++
+			}
+			dst = utf8.AppendRune(dst, r)
+		}
+		return dst, bad
 	}
 	ascii := c.ASCIICompatible()
 	for i := 0; i < len(s); {
