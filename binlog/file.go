@@ -32,6 +32,9 @@ type FileConfig struct {
 	Logger     *slog.Logger
 	// OnStatementChange is as in Config: "stop" (default) or "skip".
 	OnStatementChange string
+	// FullRowImages is as in Config: a rows event without every column
+	// stops the read with ErrPartialRowImage.
+	FullRowImages bool
 }
 
 // ReadFiles decodes binlog files from disk, in the given order, the same
@@ -94,7 +97,7 @@ type fileReader struct {
 }
 
 func newFileReader(ctx context.Context, cfg FileConfig, fn func(*Txn) error) *fileReader {
-	rc := Config{Addr: "file", User: "file", Tables: cfg.Tables, ChunkBytes: cfg.ChunkBytes, Logger: cfg.Logger, ServerID: 1, OnStatementChange: cfg.OnStatementChange}
+	rc := Config{Addr: "file", User: "file", Tables: cfg.Tables, ChunkBytes: cfg.ChunkBytes, Logger: cfg.Logger, ServerID: 1, OnStatementChange: cfg.OnStatementChange, FullRowImages: cfg.FullRowImages}
 	rc.setDefaults()
 	r := &Reader{cfg: rc, ctx: ctx, flavor: cfg.Flavor, schemas: newSchemaCache(cfg.Schema)}
 	r.schemas.mariaDB = r.flavor == position.MariaDB

@@ -167,7 +167,19 @@ type Config struct {
 	// a warning per statement, counts it in Stats.StatementChanges and
 	// goes on without its changes.
 	OnStatementChange string
+	// FullRowImages refuses row images that lack columns: at start a
+	// server whose binlog_row_image is not FULL, and in the stream a rows
+	// event of a selected table without every column (a session that set
+	// binlog_row_image MINIMAL or NOBLOB), each with ErrServerConfig
+	// naming the setting and the fix. A consumer that writes every column
+	// (format debezium, as Debezium itself refuses) would otherwise write
+	// NULL for a value the binlog did not carry.
+	FullRowImages bool
 }
+
+// ErrPartialRowImage is the ErrServerConfig of a rows event without every
+// column when Config.FullRowImages is set.
+var ErrPartialRowImage = fmt.Errorf("%w: a row image lacks columns (binlog_row_image MINIMAL or NOBLOB)", ErrServerConfig)
 
 // ParseSourceURL parses a source address into a Config:
 //
@@ -920,6 +932,10 @@ func (r *Reader) checkStart(c *client.Conn, info ServerInfo) (err error) {
 	warnPartialJSON(c, info, r.log())
 	r.byGTID = info.Flavor == position.MariaDB || strings.EqualFold(info.GTIDMode, "ON")
 	if info.BinlogRowImage != "FULL" {
+		if r.cfg.FullRowImages {
+			return fmt.Errorf("%w: binlog_row_image is %s, so row images lack the columns a change did not touch, and format debezium would write them as NULL (Debezium itself refuses this setting): %s, or use format sluice, which leaves absent columns out",
+				ErrServerConfig, info.BinlogRowImage, info.Version.setGlobal("binlog_row_image", "FULL"))
+		}
 		r.log().Warn("binlog_row_image is not FULL: columns that did not change are absent from row images", "binlog_row_image", info.BinlogRowImage)
 	}
 	src := r.cfg.Schema
@@ -1892,6 +1908,20 @@ func (r *Reader) beginTxn(hdr *replication.EventHeader, gtid string, commit time
 	}
 }
 
+// allColumns reports whether a rows event's columns bitmap has all n
+// columns.
+func allColumns(bitmap []byte, n int) bool {
+	if len(bitmap)*8 < n {
+		return false
+	}
+	for i := range n {
+		if bitmap[i>>3]&(1<<(i&7)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, h *eventHandler) error {
 	q := strings.TrimSpace(queryText(e.Query, e.StatusVars))
 	if verb, xid, ok := xaStatement(q); ok {
@@ -2187,6 +2217,10 @@ func (r *Reader) rows(hdr *replication.EventHeader, e *replication.RowsEvent, ty
 		op = OpUpdate // JSON diffs in the after image, applied by the decoder
 	}
 	partial := typ == replication.PARTIAL_UPDATE_ROWS_EVENT
+	if r.cfg.FullRowImages && (!allColumns(e.ColumnBitmap1, len(t.Columns)) || op == OpUpdate && !allColumns(e.ColumnBitmap2, len(t.Columns))) {
+		return fmt.Errorf("%w: table %s at %s: a session logged it with binlog_row_image MINIMAL or NOBLOB (the server's setting may be FULL); format debezium would write the absent columns as NULL. Set binlog_row_image = 'FULL' in the sessions and the server, then restart from a snapshot of the table (a new snapshot or --from a position before it), or use format sluice, which leaves absent columns out",
+			ErrPartialRowImage, t.QualifiedName(), where)
+	}
 	body, _ := e.Rows[0][0].([]byte)
 	switch typ {
 	case replication.MARIADB_WRITE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_UPDATE_ROWS_COMPRESSED_EVENT_V1, replication.MARIADB_DELETE_ROWS_COMPRESSED_EVENT_V1:

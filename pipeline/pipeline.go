@@ -183,7 +183,12 @@ func New(cfg Config) (*Pipeline, error) {
 	if err := checkPlain(&cfg); err != nil {
 		return nil, err
 	}
+	full := false // format debezium writes every column: refuse partial row images
+	for _, f := range p.formats {
+		full = full || f.IsDebezium()
+	}
 	for _, sc := range cfg.Sources {
+		sc.Binlog.FullRowImages = sc.Binlog.FullRowImages || full
 		log := cfg.Logger
 		if len(cfg.Sources) > 1 {
 			log = log.With("source", sc.Name)

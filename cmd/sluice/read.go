@@ -33,7 +33,7 @@ func readCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fc := binlog.FileConfig{Tables: filter, Logger: slog.Default(), OnStatementChange: onStatement}
+			fc := binlog.FileConfig{Tables: filter, Logger: slog.Default(), OnStatementChange: onStatement, FullRowImages: out.codecFormat().IsDebezium()}
 			if schemaFrom != "" {
 				src, err := binlog.ParseSourceURL(schemaFrom)
 				if err != nil {
