@@ -61,7 +61,7 @@ func (n *Names) Claim(name, source, db, table string) error {
 	if prev.key == o.key {
 		return nil
 	}
-	return fmt.Errorf("sink: the tables %s and %s both map to the %s %q, and two tables may share a %s only when the template leaves out what tells them apart: "+
+	return fmt.Errorf("the tables %s and %s both map to the %s %q, and two tables may share a %s only when the template leaves out what tells them apart: "+
 		"give them %ss of their own with a template that keeps them apart (e.g. one with {source}, {db} and {table}), rename one of the tables, or leave one out of source.tables: %w",
 		n.describe(prev.full), n.describe(o.full), n.what, name, n.what, n.what, ErrPermanent)
 }
