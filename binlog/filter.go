@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 )
 
 // Filter selects tables by patterns "db.table" where each side is a glob
@@ -27,7 +29,7 @@ var systemSchemas = map[string]bool{"mysql": true, "information_schema": true, "
 // backticks is part of a name).
 func ParseFilter(spec string) (*Filter, error) {
 	f := &Filter{}
-	parts, err := splitQuoted(spec, ',')
+	parts, err := sqlstmt.SplitOutsideQuotes(spec, ',')
 	if err != nil {
 		return nil, fmt.Errorf("binlog: table patterns %q: %w", spec, err)
 	}
@@ -36,7 +38,7 @@ func ParseFilter(spec string) (*Filter, error) {
 		if p == "" {
 			continue
 		}
-		sides, err := splitQuoted(p, '.')
+		sides, err := sqlstmt.SplitOutsideQuotes(p, '.')
 		if err != nil {
 			return nil, fmt.Errorf("binlog: table pattern %q: %w", p, err)
 		}
@@ -68,43 +70,19 @@ func (f *Filter) Len() int {
 	return len(f.pats)
 }
 
-// splitQuoted splits s at each sep outside backticks.
-func splitQuoted(s string, sep byte) ([]string, error) {
-	var out []string
-	start, quoted := 0, false
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '`':
-			quoted = !quoted // a doubled backtick closes and opens again
-		case c == sep && !quoted:
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	if quoted {
-		return nil, errors.New("has a backtick that is not closed (a backtick in a name is doubled: `a``b`)")
-	}
-	return append(out, s[start:]), nil
-}
-
 // patternGlob is the glob of one side of a pattern: a glob as it is, or a
 // name in backticks with its glob characters escaped.
 func patternGlob(side string) (string, error) {
-	side = strings.TrimSpace(side)
-	if !strings.Contains(side, "`") {
-		if side == "" {
+	name, quoted, err := sqlstmt.UnquoteIdent(side)
+	if err != nil {
+		return "", err
+	}
+	if !quoted {
+		if name == "" {
 			return "", errors.New("has an empty name (use * for any)")
 		}
-		return side, nil
+		return name, nil
 	}
-	if len(side) < 2 || side[0] != '`' || side[len(side)-1] != '`' {
-		return "", fmt.Errorf("%q mixes a name in backticks with a glob: write the whole name in backticks, or a glob without them", side)
-	}
-	name := side[1 : len(side)-1]
-	if strings.Contains(strings.ReplaceAll(name, "``", ""), "`") {
-		return "", fmt.Errorf("%q: a backtick in a name is doubled (`a``b`)", side)
-	}
-	name = strings.ReplaceAll(name, "``", "`")
 	var b strings.Builder
 	for _, r := range name {
 		if strings.ContainsRune(`*?[\`, r) {

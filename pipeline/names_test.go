@@ -31,13 +31,15 @@ import (
 	redissink "github.com/sluice-cdc/sluice/sink/redis"
 )
 
-// TestNamesEverySink (issue 31): a database, tables and columns named
-// beyond ASCII, with spaces, a backtick, a reserved word, a BMP symbol and
-// 64 characters, on a server whose default character set is latin1, are
-// snapshotted and streamed through the file, Kafka, NATS and Redis sinks:
-// every row equals SELECT, and each table's topic, subject and key follow
-// the documented mapping (docs/SINKS-*.md). Two tables whose names map to
-// one topic or subject stop the pipeline with an error naming both.
+// TestNamesEverySink (issue 31): databases, tables and columns named
+// beyond ASCII, with spaces, a backtick, a dot, a reserved word, a BMP
+// symbol and 64 characters, on a server whose default character set is
+// latin1, are snapshotted, streamed (through a DDL kept in the schema
+// history) and snapshotted again by a signal, through the file, Kafka,
+// NATS and Redis sinks: every row equals SELECT, and each table's topic,
+// subject and key follow the documented mapping (docs/SINKS-*.md) and
+// hold that table's messages. Two tables whose names map to one topic or
+// subject stop the pipeline with an error naming both.
 func TestNamesEverySink(t *testing.T) {
 	testenv.ForEachFlavor(t, namesEverySink)
 }
@@ -46,9 +48,11 @@ func TestNamesEverySink(t *testing.T) {
 // limit).
 var (
 	namesDB      = "名前 db"
+	dotDB        = "dot.db"
 	longName     = strings.Repeat("ü", 60) + "-end"
-	namesTables  = []string{"Ünï cöde-tbl", "select", "a`b ☃", longName}
+	namesTables  = [][2]string{{namesDB, "Ünï cöde-tbl"}, {namesDB, "select"}, {namesDB, "a`b ☃"}, {namesDB, longName}, {dotDB, "t.1"}}
 	namesColumns = []string{"select", "a b", "ça", "x`y", strings.Repeat("c", 32) + strings.Repeat("列", 32)}
+	signalTable  = [2]string{namesDB, "sluice signal"}
 )
 
 func namesEverySink(t *testing.T, flavor position.Flavor) {
@@ -62,10 +66,10 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 	}
 	t.Cleanup(kc.Close)
 
-	tables := append([]string(nil), namesTables...)
-	// Identifiers beyond the BMP: both servers refuse them today; a server
-	// that takes one has it tested too.
-	// (MySQL takes the statement but names the table "t?".)
+	tables := append([][2]string(nil), namesTables...)
+	// Identifiers beyond the BMP: a server that keeps one has it tested
+	// too. (MariaDB refuses the statement; MySQL takes it but names the
+	// table "t?".)
 	if err := db.Exec(ctx, "CREATE DATABASE emoji_probe", "CREATE TABLE emoji_probe.`t😀` (i INT)"); err != nil {
 		t.Logf("%s refuses an identifier beyond the BMP: %v", flavor, err)
 	} else if r, err := db.Query(ctx, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = 'emoji_probe'"); err != nil {
@@ -73,9 +77,10 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 	} else if name, _ := r.GetString(0, 0); name != "t😀" {
 		t.Logf("%s takes an identifier beyond the BMP but names the table %q", flavor, name)
 	} else {
-		tables = append(tables, "t😀")
+		tables = append(tables, [2]string{namesDB, "t😀"})
 	}
-	stmts := []string{"CREATE DATABASE " + sqlstmt.QuoteIdent(namesDB) + " CHARACTER SET utf8mb4"}
+	stmts := []string{"CREATE DATABASE " + sqlstmt.QuoteIdent(namesDB) + " CHARACTER SET utf8mb4", "CREATE DATABASE " + sqlstmt.QuoteIdent(dotDB) + " CHARACTER SET utf8mb4",
+		"CREATE TABLE " + sqlstmt.QuoteName(signalTable[0], signalTable[1]) + " (id INT AUTO_INCREMENT PRIMARY KEY, type VARCHAR(32), data VARCHAR(2000))"}
 	var cols []string
 	for i, c := range namesColumns {
 		typ := "VARCHAR(20)"
@@ -84,11 +89,15 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 		}
 		cols = append(cols, sqlstmt.QuoteIdent(c)+" "+typ)
 	}
-	insert := func(tbl string, id int) string {
-		return fmt.Sprintf("INSERT INTO %s VALUES (%d, 'é %d', '日本 %d', 'a`b', NULL)", sqlstmt.QuoteName(namesDB, tbl), id, id, id)
+	var colNames []string
+	for _, c := range namesColumns {
+		colNames = append(colNames, sqlstmt.QuoteIdent(c))
+	}
+	insert := func(tbl [2]string, id int) string {
+		return fmt.Sprintf("INSERT INTO %s (%s) VALUES (%d, 'é %d', '日本 %d', 'a`b', NULL)", sqlstmt.QuoteName(tbl[0], tbl[1]), strings.Join(colNames, ", "), id, id, id)
 	}
 	for _, tbl := range tables {
-		stmts = append(stmts, "CREATE TABLE "+sqlstmt.QuoteName(namesDB, tbl)+" ("+strings.Join(cols, ", ")+") CHARACTER SET utf8mb4", insert(tbl, 1))
+		stmts = append(stmts, "CREATE TABLE "+sqlstmt.QuoteName(tbl[0], tbl[1])+" ("+strings.Join(cols, ", ")+") CHARACTER SET utf8mb4", insert(tbl, 1))
 	}
 	if err := db.Exec(ctx, stmts...); err != nil {
 		t.Fatal(err)
@@ -99,7 +108,9 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 		t.Fatal(err)
 	}
 	src.ServerID = 783
-	if src.Tables, err = binlog.ParseFilter("`" + namesDB + "`.*"); err != nil {
+	// As a user writes it: a glob for the one, a backticked name for the
+	// database with a dot.
+	if src.Tables, err = binlog.ParseFilter(namesDB + ".*, `" + dotDB + "`.*"); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -123,109 +134,162 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 	sinks := []pipeline.Sink{fs, ks, nsk, rsk}
 	store := &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}
 	p, err := pipeline.New(pipeline.Config{
-		Name:   "names",
-		Source: pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "initial"}},
-		Sinks:  sinks, Store: store, CheckpointEvery: 20 * time.Millisecond, RetryMin: 10 * time.Millisecond,
+		Name: "names",
+		Source: pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "initial"},
+			Schema:      &checkpoint.FileSchemaStore{Path: checkpoint.SchemaPath(store.Path, "db1")},
+			SignalTable: sqlstmt.TableText(signalTable[0], signalTable[1])},
+		Sinks: sinks, Store: store, CheckpointEvery: 20 * time.Millisecond, RetryMin: 10 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop := runUntilStopped(t, ctx, p, sinks)
-	for deadline := time.Now().Add(30 * time.Second); len(fileLines(t, filepath.Join(dir, "out.jsonl"))) < len(tables); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("after 30 s the snapshot's rows are not in the file sink")
-		}
-	}
-	var later []string
-	for _, tbl := range tables {
-		later = append(later, insert(tbl, 2), "UPDATE "+sqlstmt.QuoteName(namesDB, tbl)+" SET "+sqlstmt.QuoteIdent("a b")+" = 'ü' WHERE "+sqlstmt.QuoteIdent("select")+" = 1")
-	}
-	if err := db.Exec(ctx, later...); err != nil {
-		t.Fatal(err)
-	}
 
-	// The file sink: each table's rows, as its last change left them,
-	// equal SELECT's.
-	want := 3 * len(tables) // snapshot row, insert, update
-	type rowKey struct {
-		table string
-		id    float64
+	// fileChanges reads the file sink: its row changes (not DDL) and the
+	// count of messages per table.
+	type fileLine struct {
+		After  map[string]any
+		DDL    string
+		Op     string
+		Source struct{ DB, Table string }
 	}
-	var got map[rowKey]map[string]any
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got = map[rowKey]map[string]any{}
-		lines := fileLines(t, filepath.Join(dir, "out.jsonl"))
-		for _, l := range lines {
-			var m struct {
-				After  map[string]any
-				Source struct{ DB, Table string }
-			}
+	fileChanges := func() (changes []fileLine, perTable map[[2]string]int) {
+		perTable = map[[2]string]int{}
+		for _, l := range fileLines(t, filepath.Join(dir, "out.jsonl")) {
+			var m fileLine
 			if err := json.Unmarshal(l, &m); err != nil {
 				t.Fatalf("file line %s: %v", l, err)
 			}
-			if m.Source.DB != namesDB {
-				t.Fatalf("a change of database %q, want %q: %s", m.Source.DB, namesDB, l)
+			if m.Source.DB != namesDB && m.Source.DB != dotDB {
+				t.Fatalf("a change of database %q: %s", m.Source.DB, l)
 			}
-			id, _ := m.After["select"].(float64)
-			got[rowKey{m.Source.Table, id}] = m.After
-		}
-		if len(lines) >= want {
-			break
-		}
-		if time.Now().After(deadline) {
-			for _, l := range lines {
-				t.Logf("%.200s", l)
+			perTable[[2]string{m.Source.DB, m.Source.Table}]++
+			if m.DDL == "" {
+				changes = append(changes, m)
 			}
-			t.Fatalf("after 30 s the file sink holds %d changes, want %d", len(lines), want)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return changes, perTable
+	}
+	waitChanges := func(n int) []fileLine {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			changes, _ := fileChanges()
+			if len(changes) >= n {
+				return changes
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after 30 s the file sink holds %d changes, want %d", len(changes), n)
+			}
+		}
+	}
+	waitChanges(len(tables)) // the snapshot's rows
+
+	// Streamed: an insert and an update per table; a column added to one
+	// table (the schema history must read the DDL), and a row with it.
+	first := tables[0]
+	var later []string
+	for _, tbl := range tables {
+		later = append(later, insert(tbl, 2), "UPDATE "+sqlstmt.QuoteName(tbl[0], tbl[1])+" SET "+sqlstmt.QuoteIdent("a b")+" = 'ü' WHERE "+sqlstmt.QuoteIdent("select")+" = 1")
+	}
+	later = append(later, "ALTER TABLE "+sqlstmt.QuoteName(first[0], first[1])+" ADD COLUMN `ñ ü` VARCHAR(5) DEFAULT 'ß'", insert(first, 3))
+	if err := db.Exec(ctx, later...); err != nil {
+		t.Fatal(err)
+	}
+	waitChanges(3*len(tables) + 1)
+	// An incremental snapshot of two tables, asked for by a signal row
+	// that names them as TableText writes them.
+	signalled := [][2]string{tables[1], {dotDB, "t.1"}}
+	data := sqlstmt.TableText(signalled[0][0], signalled[0][1]) + "," + sqlstmt.TableText(signalled[1][0], signalled[1][1])
+	if err := db.Exec(ctx, "INSERT INTO "+sqlstmt.QuoteName(signalTable[0], signalTable[1])+" (type, data) VALUES ('snapshot', '"+strings.ReplaceAll(data, "'", "''")+"')"); err != nil {
+		t.Fatal(err)
+	}
+	changes := waitChanges(3*len(tables) + 1 + 2*len(signalled))
+	time.Sleep(200 * time.Millisecond) // nothing more comes
+	if again, _ := fileChanges(); len(again) != len(changes) {
+		t.Fatalf("the file sink holds %d changes, want %d", len(again), len(changes))
+	}
+
+	// Each table's rows, as their last change left them, equal SELECT's.
+	type rowKey struct {
+		table [2]string
+		id    float64
+	}
+	got := map[rowKey]map[string]any{}
+	reread := map[[2]string]int{}
+	for _, c := range changes {
+		id, _ := c.After["select"].(float64)
+		tbl := [2]string{c.Source.DB, c.Source.Table}
+		got[rowKey{tbl, id}] = c.After
+		if c.Op == "r" && id == 2 {
+			reread[tbl]++
+		}
+	}
+	for _, tbl := range signalled {
+		if reread[tbl] != 1 {
+			t.Errorf("the signal's snapshot read row 2 of %s %d times, want once", sqlstmt.QuoteName(tbl[0], tbl[1]), reread[tbl])
+		}
 	}
 	for _, tbl := range tables {
-		r, err := db.Query(ctx, "SELECT * FROM "+sqlstmt.QuoteName(namesDB, tbl)+" ORDER BY 1")
+		r, err := db.Query(ctx, "SELECT * FROM "+sqlstmt.QuoteName(tbl[0], tbl[1])+" ORDER BY 1")
 		if err != nil {
 			t.Fatal(err)
 		}
+		name := sqlstmt.QuoteName(tbl[0], tbl[1])
 		for i := range r.RowNumber() {
 			id, _ := r.GetInt(i, 0)
 			after := got[rowKey{tbl, float64(id)}]
 			if after == nil {
-				t.Errorf("%s row %d: not in the file sink (it has %v)", tbl, id, got)
+				t.Errorf("%s row %d: not in the file sink", name, id)
 				continue
 			}
+			// Rows last changed before the ALTER TABLE have no image of
+			// the column it added.
+			added := tbl == first && id != 3
+			if n := len(r.Fields); len(after) != n && (!added || len(after) != n-1) {
+				t.Errorf("%s row %d: %d columns in the file sink, %d in SELECT: %v", name, id, len(after), len(r.Fields), after)
+			}
 			for j, f := range r.Fields {
-				if string(f.Name) != namesColumns[j] {
-					t.Errorf("%s column %d is named %q by the server, want %q", tbl, j, f.Name, namesColumns[j])
+				col := string(f.Name)
+				if added && col == "ñ ü" {
+					continue
+				}
+				if j < len(namesColumns) && col != namesColumns[j] {
+					t.Errorf("%s column %d is named %q by the server, want %q", name, j, col, namesColumns[j])
 				}
 				s, _ := r.GetString(i, j)
-				v, ok := after[namesColumns[j]]
+				v, ok := after[col]
 				switch {
 				case !ok:
-					t.Errorf("%s row %d has no column %q: %v", tbl, id, namesColumns[j], after)
+					t.Errorf("%s row %d has no column %q: %v", name, id, col, after)
 				case j == 0:
 					if v != float64(id) {
-						t.Errorf("%s row %d: %q is %v", tbl, id, namesColumns[j], v)
+						t.Errorf("%s row %d: %q is %v", name, id, col, v)
 					}
 				case isNull(r, i, j):
 					if v != nil {
-						t.Errorf("%s row %d: %q is %v, want null", tbl, id, namesColumns[j], v)
+						t.Errorf("%s row %d: %q is %v, want null", name, id, col, v)
 					}
 				case v != s:
-					t.Errorf("%s row %d: %q is %v, SELECT gives %q", tbl, id, namesColumns[j], v, s)
+					t.Errorf("%s row %d: %q is %v, SELECT gives %q", name, id, col, v, s)
 				}
 			}
 		}
 		r.Close()
 	}
+	if v := got[rowKey{first, 3}]["ñ ü"]; v != "ß" {
+		t.Errorf("the row after ALTER TABLE … ADD COLUMN `ñ ü`: %v", got[rowKey{first, 3}])
+	}
+	_, perTable := fileChanges()
 
-	// Kafka: each table's topic, by the mapping of docs/SINKS-kafka.md.
+	// Kafka: each table's topic, by the mapping of docs/SINKS-kafka.md,
+	// holds what the file sink holds of the table.
 	for _, tbl := range tables {
-		topic := kafkaTopic(namesDB, tbl)
+		topic := kafkaTopic(tbl[0], tbl[1])
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		recs, err := kafkatest.ReadAll(rctx, kc.ListenAddrs(), topic)
 		cancel()
-		if err != nil || len(recs) != 3 {
-			t.Errorf("kafka topic %q of %s: %d records, %v; want 3", topic, tbl, len(recs), err)
+		if err != nil || len(recs) != perTable[tbl] {
+			t.Errorf("kafka topic %q of %s: %d records, %v; want %d", topic, sqlstmt.QuoteName(tbl[0], tbl[1]), len(recs), err, perTable[tbl])
 		}
 	}
 	// NATS: each table's subject, by docs/SINKS-nats.md.
@@ -253,16 +317,17 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 		}
 	}
 	for _, tbl := range tables {
-		if subj := "sluice." + natsToken(namesDB) + "." + natsToken(tbl); subjects[subj] != 3 {
-			t.Errorf("nats subject %q of %s: %d messages, want 3 (subjects: %v)", subj, tbl, subjects[subj], subjects)
+		if subj := "sluice." + natsToken(tbl[0]) + "." + natsToken(tbl[1]); subjects[subj] != perTable[tbl] {
+			t.Errorf("nats subject %q of %s: %d messages, want %d (subjects: %v)", subj, sqlstmt.QuoteName(tbl[0], tbl[1]), subjects[subj], perTable[tbl], subjects)
 		}
 	}
 	// Redis: each table's stream is "{db}.{table}" as it is.
 	rc := goredis.NewClient(&goredis.Options{Addr: rs.Addr(), Protocol: 2, DisableIdentity: true})
 	defer rc.Close()
 	for _, tbl := range tables {
-		if n, err := rc.XLen(ctx, namesDB+"."+tbl).Result(); err != nil || n != 3 {
-			t.Errorf("redis stream %q: %d entries, %v; want 3", namesDB+"."+tbl, n, err)
+		key := tbl[0] + "." + tbl[1]
+		if n, err := rc.XLen(ctx, key).Result(); err != nil || int(n) != perTable[tbl] {
+			t.Errorf("redis stream %q: %d entries, %v; want %d", key, n, err, perTable[tbl])
 		}
 	}
 	stop()
