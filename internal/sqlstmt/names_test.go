@@ -39,3 +39,24 @@ func TestTableText(t *testing.T) {
 		t.Errorf("SplitOutsideQuotes: %q, %v", parts, err)
 	}
 }
+
+func TestBareNamesBeyondASCII(t *testing.T) {
+	for q, want := range map[string]string{
+		"ALTER TABLE Ünï ADD c INT":                     "ALTER TABLE `Ünï` ADD c INT",
+		"CREATE TABLE 名前.t1名 (ça INT, b VARCHAR(3))":    "CREATE TABLE `名前`.`t1名` (`ça` INT, b VARCHAR(3))",
+		"INSERT INTO t VALUES ('Ünï', \"ö\", `ü`) -- ä": "INSERT INTO t VALUES ('Ünï', \"ö\", `ü`) -- ä",
+		"UPDATE t SET a = 'it''s ü' /* ß */ WHERE ñ=1":  "UPDATE t SET a = 'it''s ü' /* ß */ WHERE `ñ`=1",
+		"SELECT 1": "SELECT 1",
+	} {
+		if got := quoteBareNames(q); got != want {
+			t.Errorf("quoteBareNames(%q) = %q, want %q", q, got, want)
+		}
+	}
+	st := Parse("ALTER TABLE Ünï ADD c INT", "db")
+	if !st.Parsed || len(st.Tables) != 1 || st.Tables[0].Name != "Ünï" || st.Tables[0].Schema != "db" {
+		t.Errorf("Parse of an unquoted name beyond ASCII: %+v", st)
+	}
+	if _, err := Grammar("CREATE TABLE 名前 (ça INT)"); err != nil {
+		t.Errorf("Grammar of unquoted names beyond ASCII: %v", err)
+	}
+}
