@@ -332,22 +332,29 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 	}
 	stop()
 
-	// Two tables on one topic or subject by accident: the pipeline stops,
-	// naming both.
-	if err := db.Exec(ctx, "CREATE DATABASE coll", "CREATE TABLE coll.`a b` (i INT PRIMARY KEY)", "CREATE TABLE coll.a_b (i INT PRIMARY KEY)"); err != nil {
+	// Two tables on one topic, subject or key by accident: the pipeline
+	// stops, naming both. Kafka and NATS: `a b` and `a_b`; Redis, whose
+	// keys take names as they are: `cx.y`.`z` and `cx`.`y.z`.
+	if err := db.Exec(ctx, "CREATE DATABASE coll", "CREATE TABLE coll.`a b` (i INT PRIMARY KEY)", "CREATE TABLE coll.a_b (i INT PRIMARY KEY)",
+		"CREATE DATABASE `cx.y`", "CREATE DATABASE cx", "CREATE TABLE `cx.y`.z (i INT PRIMARY KEY)", "CREATE TABLE cx.`y.z` (i INT PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	for i, name := range []string{"kafka", "nats"} {
+	for i, name := range []string{"kafka", "nats", "redis"} {
 		var s pipeline.Sink
-		if name == "kafka" {
+		filter, pair := "coll.*", [2][2]string{{"coll", "a b"}, {"coll", "a_b"}}
+		switch name {
+		case "kafka":
 			s, err = kafka.New(kafka.Config{Name: "kafka", Brokers: kc.ListenAddrs(), Partitions: 1}, "coll", log)
-		} else {
+		case "nats":
 			s, err = natssink.New(natssink.Config{Name: "nats", URL: ns.URL(), Subject: "coll.{db}.{table}"}, "coll", log)
+		default:
+			s, err = redissink.New(redissink.Config{Name: "redis", Addr: rs.Addr(), KeyPrefix: "coll:"}, "coll", log)
+			filter, pair = "`cx.y`.*, cx.*", [2][2]string{{"cx.y", "z"}, {"cx", "y.z"}}
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		src.Tables, _ = binlog.ParseFilter("coll.*")
+		src.Tables, _ = binlog.ParseFilter(filter)
 		src.ServerID = 784
 		p, err := pipeline.New(pipeline.Config{
 			Name:   "coll",
@@ -358,15 +365,17 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Exec(ctx, fmt.Sprintf("INSERT INTO coll.`a b` VALUES (%d)", i), fmt.Sprintf("INSERT INTO coll.a_b VALUES (%d)", i)); err != nil {
+		if err := db.Exec(ctx, fmt.Sprintf("INSERT INTO %s VALUES (%d)", sqlstmt.QuoteName(pair[0][0], pair[0][1]), i),
+			fmt.Sprintf("INSERT INTO %s VALUES (%d)", sqlstmt.QuoteName(pair[1][0], pair[1][1]), i)); err != nil {
 			t.Fatal(err)
 		}
 		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		err = p.Run(rctx)
 		cancel()
 		s.Close()
-		if err == nil || !strings.Contains(err.Error(), "`coll`.`a b`") || !strings.Contains(err.Error(), "`coll`.`a_b`") {
-			t.Errorf("%s: two tables on one name: the pipeline ended with %v, want an error naming both", name, err)
+		a, b := sqlstmt.QuoteName(pair[0][0], pair[0][1]), sqlstmt.QuoteName(pair[1][0], pair[1][1])
+		if err == nil || !strings.Contains(err.Error(), a) || !strings.Contains(err.Error(), b) {
+			t.Errorf("%s: two tables on one name: the pipeline ended with %v, want an error naming %s and %s", name, err, a, b)
 		} else {
 			t.Logf("%s: %v", name, err)
 		}
