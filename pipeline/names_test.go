@@ -31,9 +31,9 @@ import (
 	redissink "github.com/sluice-cdc/sluice/sink/redis"
 )
 
-// TestNamesEverySink (issue 31): databases, tables and columns named
-// beyond ASCII, with spaces, a backtick, a dot, a reserved word, a BMP
-// symbol and 64 characters, on a server whose default character set is
+// TestNamesEverySink (issue 31): databases, tables, columns, an index and
+// ENUM members named beyond ASCII, with spaces, a backtick, a quote, a
+// dot, a reserved word, a BMP symbol and 64 characters, on a server whose default character set is
 // latin1, are snapshotted, streamed (through a DDL kept in the schema
 // history) and snapshotted again by a signal, through the file, Kafka,
 // NATS and Redis sinks: every row equals SELECT, and each table's topic,
@@ -51,7 +51,7 @@ var (
 	dotDB        = "dot.db"
 	longName     = strings.Repeat("ü", 60) + "-end"
 	namesTables  = [][2]string{{namesDB, "Ünï cöde-tbl"}, {namesDB, "select"}, {namesDB, "a`b ☃"}, {namesDB, longName}, {dotDB, "t.1"}}
-	namesColumns = []string{"select", "a b", "ça", "x`y", strings.Repeat("c", 32) + strings.Repeat("列", 32)}
+	namesColumns = []string{"select", "a b", "ça", "x`y", strings.Repeat("c", 32) + strings.Repeat("列", 32), "énum"}
 	signalTable  = [2]string{namesDB, "sluice signal"}
 )
 
@@ -84,17 +84,23 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 	var cols []string
 	for i, c := range namesColumns {
 		typ := "VARCHAR(20)"
-		if i == 0 {
+		switch i {
+		case 0:
 			typ = "INT PRIMARY KEY"
+		case 5: // members named beyond ASCII, with a space and a quote
+			typ = "ENUM('ä', 'b c', 'x''y', '名前')"
 		}
 		cols = append(cols, sqlstmt.QuoteIdent(c)+" "+typ)
 	}
+	// An index named beyond ASCII, with a space and a backtick.
+	cols = append(cols, "UNIQUE KEY `ïndex ``ü`` 列` (`ça`)")
 	var colNames []string
 	for _, c := range namesColumns {
 		colNames = append(colNames, sqlstmt.QuoteIdent(c))
 	}
 	insert := func(tbl [2]string, id int) string {
-		return fmt.Sprintf("INSERT INTO %s (%s) VALUES (%d, 'é %d', '日本 %d', 'a`b', NULL)", sqlstmt.QuoteName(tbl[0], tbl[1]), strings.Join(colNames, ", "), id, id, id)
+		member := []string{"ä", "b c", "x''y", "名前"}[id%4]
+		return fmt.Sprintf("INSERT INTO %s (%s) VALUES (%d, 'é %d', '日本 %d', 'a`b', NULL, '%s')", sqlstmt.QuoteName(tbl[0], tbl[1]), strings.Join(colNames, ", "), id, id, id, member)
 	}
 	for _, tbl := range tables {
 		stmts = append(stmts, "CREATE TABLE "+sqlstmt.QuoteName(tbl[0], tbl[1])+" ("+strings.Join(cols, ", ")+") CHARACTER SET utf8mb4", insert(tbl, 1))
