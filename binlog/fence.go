@@ -111,8 +111,19 @@ func epochTime(epoch string) string {
 	return time.UnixMicro(us).UTC().Format(time.RFC3339Nano)
 }
 
-// option runs on each new dump connection before it registers as a
-// replica (go-mysql's BinlogSyncerConfig.Option).
+// dumpOption runs on each new dump connection before it registers as a
+// replica (go-mysql's BinlogSyncerConfig.Option): it sets the connection's
+// character set (ConnCollation; go-mysql's handshake asks for one MariaDB
+// may not know) and then the fence (option).
+func (f *fence) dumpOption(c *client.Conn) error {
+	if _, err := c.Execute(setNames); err != nil {
+		return fmt.Errorf("binlog: setting the connection's character set (%s): %w", setNames, err)
+	}
+	return f.option(c)
+}
+
+// option marks the dump connection as this process's and ends older dumps
+// of the same identity.
 func (f *fence) option(c *client.Conn) error {
 	if f == nil {
 		return nil

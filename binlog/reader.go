@@ -711,8 +711,24 @@ func dialTLS(ctx context.Context, cfg Config) (*client.Conn, *tls.Config, error)
 	return c, cfg.TLS, nil
 }
 
+// ConnCollation is the character set and collation every connection sluice
+// makes asks for in its handshake: utf8mb4, so that names and text reach
+// sluice as UTF-8 and go back to the server as such. It is named
+// explicitly because go-mysql's default (utf8mb4_0900_ai_ci, id 255) is
+// unknown to MariaDB before 11.4, which then gives the connection the
+// server's own default character set, latin1 where it is not configured:
+// a name such as `Ünï` was read as Latin-1 bytes, sent back in a query
+// and refused. utf8mb4_general_ci (id 45) is known to every supported
+// server of both flavors. The replication connection, which go-mysql
+// dials, sets it with SET NAMES (see dumpOption).
+const ConnCollation = "utf8mb4_general_ci"
+
+// setNames is the statement that gives a connection made without
+// ConnCollation in its handshake the same character set.
+const setNames = "SET NAMES utf8mb4 COLLATE " + ConnCollation
+
 func connect(ctx context.Context, cfg Config, t *tls.Config) (*client.Conn, error) {
-	var opts []client.Option
+	opts := []client.Option{func(c *client.Conn) error { return c.SetCollation(ConnCollation) }}
 	if t != nil {
 		opts = append(opts, func(c *client.Conn) error { c.SetTLSConfig(t); return nil })
 	}
@@ -1360,7 +1376,7 @@ func (r *Reader) stream() (delivered bool, err error) {
 		SynchronousEventHandler: enq,
 		EventCacheCount:         1,
 		DiscardGTIDSet:          true,
-		Option:                  r.fence.option,
+		Option:                  r.fence.dumpOption,
 		Dialer:                  setupConns.dial,
 	})
 	finish := func() {

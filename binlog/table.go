@@ -3,6 +3,8 @@ package binlog
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 )
 
 // Column describes one column of a table as the binlog needs it to decode
@@ -67,8 +69,10 @@ type Table struct {
 	FromBinlog bool
 }
 
-// QualifiedName returns "schema.table".
-func (t *Table) QualifiedName() string { return t.Schema + "." + t.Name }
+// QualifiedName returns "schema.table" as sluice writes a table in its
+// settings, checkpoints and messages (sqlstmt.TableText: a name with a
+// '.', a ',' or a backtick in backticks).
+func (t *Table) QualifiedName() string { return sqlstmt.TableText(t.Schema, t.Name) }
 
 // ColumnIndex returns the index of the named column, or -1.
 func (t *Table) ColumnIndex(name string) int {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/confdef"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	joinpkg "github.com/sluice-cdc/sluice/join"
 )
 
@@ -824,8 +825,10 @@ func (src *Source) validate(bad func(string, ...string) error, path ...string) e
 	if v := confdef.Check(src, "snapshot"); v != nil {
 		return bad(v.Msg, at(strings.Split(v.Key, ".")...)...)
 	}
-	if src.SignalTable != "" && !strings.Contains(src.SignalTable, ".") {
-		return bad(fmt.Sprintf("%q: want db.table", src.SignalTable), at("signal_table")...)
+	if src.SignalTable != "" {
+		if _, _, err := sqlstmt.ParseTableText(src.SignalTable); err != nil {
+			return bad(err.Error(), at("signal_table")...)
+		}
 	}
 	if v := confdef.Check(src, "heartbeat", "on_statement_change"); v != nil {
 		return bad(v.Msg, at(v.Key)...)

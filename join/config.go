@@ -184,11 +184,12 @@ func (s *SideConfig) validate() *fieldError {
 	if s.Table == "" {
 		return &fieldError{"table", `is required: "db.table" (globs allowed, e.g. shop.orders or shard_*.orders)`}
 	}
-	if strings.Contains(s.Table, ",") {
-		return &fieldError{"table", fmt.Sprintf("%q names several patterns: a side is one table pattern (use a glob to cover several tables)", s.Table)}
-	}
-	if _, err := binlog.ParseFilter(s.Table); err != nil {
+	f, err := binlog.ParseFilter(s.Table)
+	if err != nil {
 		return &fieldError{"table", err.Error()}
+	}
+	if f.Len() != 1 {
+		return &fieldError{"table", fmt.Sprintf("%q names several patterns: a side is one table pattern (use a glob to cover several tables; a name with a ',' goes in backticks)", s.Table)}
 	}
 	if len(s.Key) == 0 {
 		return &fieldError{"key", "is required: the join key column(s), e.g. key: [order_id]"}

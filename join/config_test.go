@@ -56,6 +56,15 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("error %v, want one containing %q", err, c.want)
 		}
 	}
+	// A side names its table as a table pattern: names beyond ASCII, and
+	// a name with a ',' or a '.' in backticks, are one pattern.
+	for _, table := range []string{"名前 db.Ünï cöde-tbl", "`my.db`.`a,b`", "shop.`x``y`"} {
+		cfg := validConfig()
+		cfg.Left.Table, cfg.Left.Key = table, []string{"ça"}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("left.table %q refused: %v", table, err)
+		}
+	}
 	// Negative bounds are fine while the interval is not empty.
 	cfg := validConfig()
 	cfg.Before, cfg.After = -5*time.Minute, 15*time.Minute

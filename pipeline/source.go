@@ -8,12 +8,12 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
@@ -314,7 +314,7 @@ func (s *source) run(ctx context.Context, start position.Position, saved bool, r
 			return err
 		}
 	}
-	sigDB, sigTable, _ := strings.Cut(s.cfg.SignalTable, ".")
+	sigDB, sigTable, _ := sqlstmt.ParseTableText(s.cfg.SignalTable)
 	only := mode == snapshot.ModeOnly
 	lastSaved := -1
 	defer s.stopStreaming()
@@ -493,16 +493,21 @@ func Signals(ctx context.Context, stream *snapshot.Stream, txn *binlog.Txn, db, 
 			log.Warn("ignoring a signal of unknown type", "type", string(ch.After[typ].Bytes()))
 			continue
 		}
-		for _, name := range strings.Split(string(ch.After[data].Bytes()), ",") {
-			sdb, st, ok := strings.Cut(strings.TrimSpace(name), ".")
-			if !ok {
-				log.Warn("ignoring a snapshot signal for a name that is not db.table", "name", name)
+		names, err := sqlstmt.SplitOutsideQuotes(string(ch.After[data].Bytes()), ',')
+		if err != nil {
+			log.Warn("ignoring a snapshot signal whose data is not a list of db.table", "data", string(ch.After[data].Bytes()), "error", err)
+			continue
+		}
+		for _, name := range names {
+			sdb, st, err := sqlstmt.ParseTableText(name)
+			if err != nil {
+				log.Warn("ignoring a snapshot signal for a name that is not db.table", "name", name, "error", err)
 				continue
 			}
 			if err := stream.AddTable(ctx, sdb, st, ""); err != nil {
 				return err
 			}
-			log.Info("incremental snapshot started by a signal", "table", sdb+"."+st)
+			log.Info("incremental snapshot started by a signal", "table", sqlstmt.TableText(sdb, st))
 		}
 	}
 	txn.Changes = kept

@@ -218,6 +218,7 @@ func (c *Config) dial(ctx context.Context) (*client.Conn, error) {
 // the user may take no lock at all, Run reads nothing itself and leaves
 // every table to the watermark method (Result.Deferred).
 func Run(ctx context.Context, cfg Config, emit func(*binlog.Txn) error) (Result, error) {
+	cfg.SignalTable, cfg.Where = canonicalTable(cfg.SignalTable), canonicalKeys(cfg.Where)
 	cfg.defaults()
 	if cfg.Method != "" && cfg.Method != "consistent" && cfg.Method != "watermark" {
 		return Result{}, fmt.Errorf("snapshot: method %q: want consistent or watermark", cfg.Method)
@@ -265,7 +266,10 @@ func run(ctx context.Context, cfg Config, coord *client.Conn, emit func(*binlog.
 		if name == cfg.SignalTable {
 			continue // its rows are signals, not data
 		}
-		db, tbl, _ := strings.Cut(name, ".")
+		db, tbl, err := sqlstmt.ParseTableText(name)
+		if err != nil {
+			return Result{}, fmt.Errorf("snapshot: %w", err)
+		}
 		info, err := inspectCtx(ctx, coord, db, tbl)
 		if err != nil {
 			return Result{}, err
@@ -920,7 +924,8 @@ func snapshotPosition(c *client.Conn) (position.Position, error) {
 	return p, nil
 }
 
-// listTables returns the selected base tables as "db.table".
+// listTables returns the selected base tables as "db.table"
+// (sqlstmt.TableText).
 func listTables(c *client.Conn, f *binlog.Filter) ([]string, error) {
 	rs, err := c.Execute("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME")
 	if err != nil {
@@ -931,7 +936,7 @@ func listTables(c *client.Conn, f *binlog.Filter) ([]string, error) {
 	for i := 0; i < rs.RowNumber(); i++ {
 		db, t := cell(rs, i, 0), cell(rs, i, 1)
 		if f.Match(db, t) {
-			out = append(out, db+"."+t)
+			out = append(out, sqlstmt.TableText(db, t))
 		}
 	}
 	return out, nil
@@ -1023,7 +1028,10 @@ func Resume(ctx context.Context, s *Stream, st State) error {
 		}
 	}
 	for _, name := range st.Tables {
-		db, table, _ := strings.Cut(name, ".")
+		db, table, err := sqlstmt.ParseTableText(name)
+		if err != nil {
+			return fmt.Errorf("snapshot: the saved snapshot state: %w", err)
+		}
 		if err := s.addMarkTable(ctx, db, table); err != nil {
 			return err
 		}

@@ -87,6 +87,9 @@ type Stream struct {
 	markID    string
 	marks     int
 	markHasID bool
+	// signal is the signal table's database and name (cfg.SignalTable
+	// read once), for markOf.
+	signal [2]string
 	// sinceMark is set when a transaction has been handed out since the
 	// last high watermark row of this Stream's was seen (or none has
 	// been seen). While it is not set, everything handed out is in the
@@ -180,6 +183,7 @@ var knobs struct {
 // NewStream wraps r, which must stream from a position not after the
 // moment AddRange is called (normally: the reader's start).
 func NewStream(r *binlog.Reader, cfg StreamConfig) *Stream {
+	cfg.SignalTable = canonicalTable(cfg.SignalTable)
 	if cfg.ChunkRows <= 0 {
 		cfg.ChunkRows = 4096
 	}
@@ -188,7 +192,9 @@ func NewStream(r *binlog.Reader, cfg StreamConfig) *Stream {
 	}
 	var id [6]byte
 	_, _ = rand.Read(id[:])
-	return &Stream{r: r, cfg: cfg, markID: "sluice-" + hex.EncodeToString(id[:]), sinceMark: true}
+	s := &Stream{r: r, cfg: cfg, markID: "sluice-" + hex.EncodeToString(id[:]), sinceMark: true}
+	s.signal[0], s.signal[1], _ = sqlstmt.ParseTableText(cfg.SignalTable) // checked by checkWatermark
+	return s
 }
 
 // AddTable queues a whole table (rows matching where, if given).
@@ -239,9 +245,9 @@ func checkWatermark(c *client.Conn, srv server, signal string, filter *binlog.Fi
 	if signal == "" {
 		return false, errors.New("snapshot: the watermark method (reading tables while streaming: snapshot method watermark, an interrupted snapshot resumed, incremental snapshots) needs, on a MySQL server without GTIDs (gtid_mode is not ON), a signal table to write its watermark rows to: give one with --signal-table db.table (config: source signal_table), a table with columns type and data on which the user has INSERT, UPDATE and DELETE; or turn GTIDs on (gtid_mode=ON)")
 	}
-	db, table, ok := strings.Cut(signal, ".")
-	if !ok {
-		return false, fmt.Errorf("snapshot: signal table %q: want db.table", signal)
+	db, table, err := sqlstmt.ParseTableText(signal)
+	if err != nil {
+		return false, fmt.Errorf("snapshot: signal %w", err)
 	}
 	if filter != nil && !filter.Match(db, table) {
 		return false, fmt.Errorf("snapshot: the signal table %s is not among the tables the stream reads (%s): the watermark rows written to it would never be seen; add it", signal, filter)
@@ -601,7 +607,7 @@ func (s *Stream) visibleSet(ctx context.Context, c *client.Conn) (position.GTIDS
 // writeMark runs a write of a watermark row (query has a %s for the
 // signal table's name).
 func (s *Stream) writeMark(c *client.Conn, query string, args ...any) error {
-	db, table, _ := strings.Cut(s.cfg.SignalTable, ".")
+	db, table, _ := sqlstmt.ParseTableText(s.cfg.SignalTable) // checked by checkWatermark
 	q := fmt.Sprintf(query, sqlstmt.QuoteName(db, table))
 	if _, err := c.Execute(q, args...); err != nil {
 		return fmt.Errorf("snapshot: writing a watermark row to the signal table %s (the user needs INSERT, UPDATE and DELETE on it): %w", s.cfg.SignalTable, err)
@@ -686,7 +692,7 @@ func (s *Stream) observe(txn *binlog.Txn) {
 // markOf returns the data of a change to a watermark row of the signal
 // table (its after image, else its before image), or "".
 func (s *Stream) markOf(ch *binlog.Change) string {
-	if s.cfg.SignalTable == "" || ch.Table == nil || ch.Table.Schema+"."+ch.Table.Name != s.cfg.SignalTable {
+	if s.cfg.SignalTable == "" || ch.Table == nil || ch.Table.Name != s.signal[1] || ch.Table.Schema != s.signal[0] {
 		return ""
 	}
 	typ, data := ch.Table.ColumnIndex("type"), ch.Table.ColumnIndex("data")
@@ -791,7 +797,7 @@ func (s *Stream) addMarkTable(ctx context.Context, db, table string) error {
 func (s *Stream) MarkTables() []string {
 	var out []string
 	for _, t := range s.tables[max(0, len(s.tables)-maxMarkTables):] {
-		out = append(out, t.Schema+"."+t.Table)
+		out = append(out, sqlstmt.TableText(t.Schema, t.Table))
 	}
 	return out
 }
@@ -1053,4 +1059,27 @@ func (s *Stream) nextWhole(ctx context.Context) (*binlog.Txn, error) {
 		s.markLast(txn)
 		return txn, nil
 	}
+}
+
+// canonicalTable is a "db.table" setting as sluice writes it
+// (sqlstmt.TableText), so that it compares equal to a table's
+// QualifiedName however the user quoted it; a setting it cannot read is
+// left for the check that names it.
+func canonicalTable(s string) string {
+	if db, table, err := sqlstmt.ParseTableText(s); err == nil {
+		return sqlstmt.TableText(db, table)
+	}
+	return s
+}
+
+// canonicalKeys is m with its "db.table" keys canonical (canonicalTable).
+func canonicalKeys(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[canonicalTable(k)] = v
+	}
+	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/join"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/sink/file"
@@ -177,7 +178,11 @@ func sourceConfig(sc config.Source) (pipeline.SourceConfig, error) {
 	src.CatchUpWait = sc.CatchUpWait
 	tables := strings.Join(sc.Tables, ",")
 	if sc.SignalTable != "" && tables != "" {
-		tables += "," + sc.SignalTable
+		sdb, stbl, err := sqlstmt.ParseTableText(sc.SignalTable)
+		if err != nil {
+			return pipeline.SourceConfig{}, fmt.Errorf("signal_table: %w", err)
+		}
+		tables += "," + sqlstmt.QuoteName(sdb, stbl) // its name, not a glob
 	}
 	if src.Tables, err = binlog.ParseFilter(tables); err != nil {
 		return pipeline.SourceConfig{}, fmt.Errorf("tables: %w", err)
@@ -451,9 +456,9 @@ func serveAdmin(ctx context.Context, cfg config.Admin, p *pipeline.Pipeline, m *
 	})
 	mux.HandleFunc("POST /snapshot", func(w http.ResponseWriter, r *http.Request) {
 		table := r.URL.Query().Get("table")
-		db, tbl, ok := strings.Cut(table, ".")
-		if !ok || db == "" || tbl == "" {
-			http.Error(w, "want ?table=db.table", http.StatusBadRequest)
+		db, tbl, err := sqlstmt.ParseTableText(table)
+		if err != nil {
+			http.Error(w, "want ?table=db.table: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		rctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)

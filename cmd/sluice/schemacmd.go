@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -74,10 +75,10 @@ func schemaCmd() *cobra.Command {
 				fmt.Fprintf(w, "-- source %s, as of %s\n", src.Name, what)
 				for _, t := range h.TablesAt(pos) {
 					if t.Unknown {
-						fmt.Fprintf(w, "-- %s.%s: definition unknown (a statement the history could not apply; read from information_schema)\n\n", t.DB, t.Name)
+						fmt.Fprintf(w, "-- %s: definition unknown (a statement the history could not apply; read from information_schema)\n\n", sqlstmt.TableText(t.DB, t.Name))
 						continue
 					}
-					fmt.Fprintf(w, "-- %s.%s\n%s;\n\n", t.DB, t.Name, t.Create)
+					fmt.Fprintf(w, "-- %s\n%s;\n\n", sqlstmt.TableText(t.DB, t.Name), t.Create)
 				}
 			}
 			if !found {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
@@ -38,11 +39,22 @@ func (o *snapshotOpts) config() (pipeline.SnapshotConfig, error) {
 	}
 	where := map[string]string{}
 	for _, w := range o.where {
-		table, cond, ok := strings.Cut(w, "=")
-		if !ok || !strings.Contains(table, ".") || strings.TrimSpace(cond) == "" {
+		// The first '=' outside backticks ends the table: a name with
+		// one is written in backticks.
+		i, quoted := 0, false
+		for ; i < len(w) && (quoted || w[i] != '='); i++ {
+			if w[i] == '`' {
+				quoted = !quoted
+			}
+		}
+		if i == len(w) || strings.TrimSpace(w[i+1:]) == "" {
 			return pipeline.SnapshotConfig{}, fmt.Errorf("--where %q: want 'db.table=SQL condition'", w)
 		}
-		where[strings.TrimSpace(table)] = cond
+		db, table, err := sqlstmt.ParseTableText(w[:i])
+		if err != nil {
+			return pipeline.SnapshotConfig{}, fmt.Errorf("--where %q: %w", w, err)
+		}
+		where[sqlstmt.TableText(db, table)] = w[i+1:]
 	}
 	return pipeline.SnapshotConfig{
 		Mode:        mode,

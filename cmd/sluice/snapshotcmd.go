@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluice-cdc/sluice/config"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 )
 
 // snapshotCmd asks a running pipeline, through its admin endpoint, to
@@ -60,8 +61,8 @@ watermark method). Progress shows in the pipeline's logs, /status and metrics.`,
 			}
 			client := &http.Client{Timeout: 40 * time.Second}
 			for _, t := range incremental {
-				if !strings.Contains(t, ".") {
-					return fmt.Errorf("--incremental %q: want db.table", t)
+				if _, _, err := sqlstmt.ParseTableText(t); err != nil {
+					return fmt.Errorf("--incremental: %w", err)
 				}
 				if err := postSnapshot(cmd.Context(), client, admin, token, t, where, source); err != nil {
 					return err

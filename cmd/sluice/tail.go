@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -211,11 +212,12 @@ func tailCmd() *cobra.Command {
 			}
 			cfg.OnStatementChange = onStatement
 			if signal != "" {
-				if _, _, ok := strings.Cut(signal, "."); !ok {
-					return fmt.Errorf("--signal-table %q: want db.table", signal)
+				sdb, stbl, err := sqlstmt.ParseTableText(signal)
+				if err != nil {
+					return fmt.Errorf("--signal-table: %w", err)
 				}
 				if tables != "" {
-					tables += "," + signal // the signal table is always read
+					tables += "," + sqlstmt.QuoteName(sdb, stbl) // the signal table is always read (its name, not a glob)
 				}
 			}
 			if cfg.Tables, err = binlog.ParseFilter(tables); err != nil {

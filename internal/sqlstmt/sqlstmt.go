@@ -129,11 +129,12 @@ func Parse(query, defaultDB string) Statement {
 		st.Kind = Account
 		return st
 	}
+	if st.Kind != DDL && st.Kind != DML {
+		return st
+	}
+	query = quoteBareNames(query)
 	if st.Kind == DDL {
 		return parseDDL(query, defaultDB, st)
-	}
-	if st.Kind != DML {
-		return st
 	}
 	if st.Verb == "LOAD" {
 		// The grammar reads LOAD DATA as an opaque statement: its table
@@ -402,7 +403,7 @@ func needsQuotes(id string) bool {
 // definitions). The error names the statement by nothing but its
 // position in it.
 func Grammar(query string) (sqlparser.Statement, error) {
-	return parser.Parse(query)
+	return parser.Parse(quoteBareNames(query))
 }
 
 // QuoteIdent quotes an identifier for MySQL and MariaDB: in backticks,

@@ -126,10 +126,10 @@ func TestParseDDL(t *testing.T) {
 		{"CREATE SPATIAL REFERENCE SYSTEM 4120 NAME 'x' DEFINITION 'y'", "d", DDL, false, nil, nil, false},
 		{"ALTER INSTANCE ROTATE INNODB MASTER KEY", "", DDL, false, nil, nil, false},
 		{"DROP", "", DDL, false, nil, nil, false},
-		{"CREATE TABLE shop.tä (a INT)", "", DDL, false, nil, nil, false}, // unquoted non-ASCII names: the tokenizer stops in them
-		{"DROP TABLE a, tä", "d", DDL, false, nil, nil, false},
-		{"ALTER TABLE €x ADD b INT", "d", DDL, false, nil, nil, false},
-		{"CREATE DATABASE dä", "d", DDL, false, nil, nil, false},
+		{"CREATE TABLE shop.tä (a INT)", "", DDL, true, []string{"shop.tä"}, nil, false}, // unquoted non-ASCII names: quoted before the grammar (quoteBareNames)
+		{"DROP TABLE a, tä", "d", DDL, true, []string{"d.a", "d.tä"}, nil, false},
+		{"ALTER TABLE €x ADD b INT", "d", DDL, true, []string{"d.€x"}, nil, false},
+		{"CREATE DATABASE dä", "d", DDL, true, nil, []string{"dä"}, true},
 		{"CREATE TABLE `tä` (a INT)", "d", DDL, true, []string{"d.tä"}, nil, false},
 		// Account management: never parsed.
 		{"CREATE USER 'alice'@'%' IDENTIFIED WITH 'caching_sha2_password' AS '$A$005$0123456789abcdefghij'", "", Account, false, nil, nil, false},

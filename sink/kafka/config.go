@@ -75,9 +75,12 @@ type Config struct {
 	// Topic is the template of each table's topic. Placeholders: {db},
 	// {table}, {source}; a template without placeholders is one fixed
 	// topic for every table. In names put in place of a placeholder,
-	// every character but ASCII letters, digits, '_' and '-' becomes '_'
-	// (so '.' separates the template's parts only), and an empty name
-	// becomes "_". Default "{db}.{table}".
+	// any other ASCII character than letters, digits, '_' and '-' becomes
+	// '_' (so '.' separates the template's parts only), a character beyond
+	// ASCII "_u" and four hex digits, and an empty name "_"; a topic over
+	// 249 characters is cut and ends with a hash (docs/SINKS-kafka.md,
+	// "Topic names"). Two tables on one topic that the template tells
+	// apart stop the sink. Default "{db}.{table}".
 	Topic string `yaml:"topic" default:"{db}.{table}"`
 	// TransactionalID is the producer's transactional.id: a producer that
 	// starts with it fences every earlier producer with it. Default

@@ -112,7 +112,11 @@ func TestTopicTemplate(t *testing.T) {
 		{"{db}.{table}", "src", "shop", "orders", "shop.orders"},
 		{"{db}.{table}", "src", "shop", "order.lines", "shop.order_lines"},
 		{"{db}.{table}", "src", "shop", "", "shop._"},
-		{"{db}.{table}", "src", "café", "t t", "caf_.t_t"},
+		{"{db}.{table}", "src", "café", "t t", "caf_u00e9.t_t"},
+		{"{db}.{table}", "src", "oh", "Ünï cöde-tbl", "oh._u00dcn_u00ef_c_u00f6de-tbl"},
+		{"{db}.{table}", "src", "订单", "a`b", "_u8ba2_u5355.a_b"},
+		{"{db}.{table}", "src", "d", "select", "d.select"},
+		{"{db}.{table}", "src", "d", "\U0001F600", "d._U0001f600"},
 		{"cdc-{source}.{db}.{table}", "my src", "d", "t", "cdc-my_src.d.t"},
 		{"all", "src", "shop", "orders", "all"},
 		{"x{table}y", "s", "d", "T-1_2", "xT-1_2y"},
@@ -143,9 +147,20 @@ func TestTopicTemplate(t *testing.T) {
 	if f, ok := fixed.fixed(); !ok || f != "all" || fixed.matches("allx") {
 		t.Errorf("fixed topic: %q %v", f, ok)
 	}
-	long, _ := parseTopic("{table}")
-	if _, err := long.render("s", "d", strings.Repeat("t", 250)); err == nil || !strings.Contains(err.Error(), "use a shorter topic template") {
-		t.Errorf("render of a too long topic: %v", err)
+	long, _ := parseTopic("{db}.{table}")
+	for _, name := range []string{strings.Repeat("t", 250), strings.Repeat("ü", 64), strings.Repeat("ü", 63) + "x"} {
+		got, err := long.render("s", "d", name)
+		if err != nil || len(got) != MaxTopicLen || !long.matches(got) {
+			t.Errorf("render of a long topic %q: %q (%d characters), %v", name, got, len(got), err)
+		}
+		if again, _ := long.render("s", "d", name); again != got {
+			t.Errorf("render of %q is not deterministic: %q then %q", name, got, again)
+		}
+	}
+	a, _ := long.render("s", "d", strings.Repeat("ü", 64))
+	b, _ := long.render("s", "d", strings.Repeat("ü", 63)+"x")
+	if a == b {
+		t.Errorf("two long names share the topic %q", a)
 	}
 }
 

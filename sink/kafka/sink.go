@@ -105,6 +105,9 @@ type Sink struct {
 	// known holds the topics known to exist.
 	known  map[string]bool
 	topics map[topicKey]string
+	// owners holds the table each table topic stands for: two tables
+	// whose names map to one topic stop the sink (sink.Names).
+	owners *sink.Names
 	// txnTopics holds each source's transaction topic (format debezium
 	// with provide.transaction.metadata), rendered from txnTmpl.
 	txnTopics map[string]string
@@ -216,6 +219,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		txnTmpl:     txnTmpl,
 		known:       map[string]bool{},
 		topics:      map[topicKey]string{},
+		owners:      sink.NewNames(tmpl.parts, "topic"),
 		sources:     map[string][]byte{},
 		pipeVal:     []byte(pipelineName),
 		offs:        offsets{},
@@ -762,6 +766,11 @@ func (s *Sink) topicOf(m *sink.Message) (string, error) {
 	t, err := tmpl.render(m.Source, m.DB, table)
 	if err != nil {
 		return "", err
+	}
+	if tmpl == &s.topic {
+		if err := s.owners.Claim(t, m.Source, m.DB, table); err != nil {
+			return "", err
+		}
 	}
 	s.topics[k] = t
 	return t, nil

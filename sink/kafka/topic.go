@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -83,27 +85,45 @@ func (t *topicTemplate) fixed() (string, bool) {
 // matches reports whether the template could have rendered topic.
 func (t *topicTemplate) matches(topic string) bool { return t.pattern.MatchString(topic) }
 
-// render returns the topic of a table, or an error when it would be longer
-// than Kafka allows.
+// render returns the topic of a table. A topic longer than Kafka allows
+// (64 characters beyond ASCII are 384 once escaped) is cut to
+// MaxTopicLen-9 characters followed by '_' and the first 8 hex digits of
+// the SHA-256 of the whole rendered name, so that it stays deterministic
+// and two long names that share their start stay apart.
 func (t *topicTemplate) render(source, db, table string) (string, error) {
 	b := t.parts.Append(nil, db, table, source, appendName)
 	if len(b) > MaxTopicLen {
-		return "", fmt.Errorf("the topic of table %s.%s (source %s) would be %q, longer than Kafka's limit of %d characters: use a shorter topic template", db, table, source, b, MaxTopicLen)
+		sum := sha256.Sum256(b)
+		b = append(b[:MaxTopicLen-9], '_')
+		b = hex.AppendEncode(b, sum[:4])
 	}
 	return string(b), nil
 }
 
-// appendName appends a name made safe for a topic: every character but
-// ASCII letters, digits, '_' and '-' becomes '_'; an empty name becomes "_".
+// appendName appends a name made safe for a topic (docs/SINKS-kafka.md,
+// "Topic names"): ASCII letters, digits, '_' and '-' stay; every other
+// ASCII character ('.', a space, a quote, a backtick, ...) becomes '_';
+// a character beyond ASCII becomes "_u" and its code point in four
+// lowercase hex digits ("Ü" is "_u00dc"; "_U" and eight digits beyond
+// the BMP, which MySQL and MariaDB names do not reach); an empty name
+// becomes "_". ASCII names render as they always have. The mapping is
+// not one-to-one ("a b" and "a_b" are both "a_b"): sink.Names refuses two
+// tables on one topic.
 func appendName(dst []byte, s string) []byte {
 	if s == "" {
 		return append(dst, '_')
 	}
 	for _, r := range s {
-		if r == '.' || !topicChar(r) {
-			r = '_'
+		switch {
+		case r >= utf8.RuneSelf && r <= 0xffff:
+			dst = fmt.Appendf(dst, "_u%04x", r)
+		case r >= utf8.RuneSelf:
+			dst = fmt.Appendf(dst, "_U%08x", r)
+		case r == '.' || !topicChar(r):
+			dst = append(dst, '_')
+		default:
+			dst = append(dst, byte(r))
 		}
-		dst = append(dst, byte(r))
 	}
 	return dst
 }

@@ -71,8 +71,11 @@ type Sink struct {
 	epochStr string
 	last     uint64 // the stream's last sequence as this sink knows it
 	subjects map[subjectKey]string
-	futs     []jetstream.PubAckFuture
-	buf      []byte
+	// owners holds the table each table subject stands for: two tables
+	// whose names map to one subject stop the sink (sink.Names).
+	owners *sink.Names
+	futs   []jetstream.PubAckFuture
+	buf    []byte
 
 	// beforeFence, set by tests, runs between a recovery's scan and its
 	// fence.
@@ -125,6 +128,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		subject:  subj,
 		idPrefix: pipelineName + ":",
 		subjects: map[subjectKey]string{},
+		owners:   sink.NewNames(subj.parts, "subject"),
 		dbz:      cfg.Format.IsDebezium(),
 
 		schemaSubject: schemaSubj,
@@ -545,21 +549,34 @@ func (s *Sink) epochAt(ctx context.Context, st jetstream.Stream, sseq uint64) (u
 // schema-change subject (as the Kafka sink's schema_change_topic; a
 // TRUNCATE written as Debezium's op "t" event has the data role and goes
 // to its table's subject). In format sluice a DDL message goes to its
-// table's subject.
-func (s *Sink) subjectOf(m *sink.Message) string {
+// table's subject. Two tables whose names map to one subject (sink.Names)
+// are an error wrapping sink.ErrPermanent.
+func (s *Sink) subjectOf(m *sink.Message) (string, error) {
 	tmpl, table := &s.subject, m.Table
 	if s.dbz && m.Role == sink.RoleSchemaChange {
 		tmpl, table = &s.schemaSubject, "\x00schema" // a key no table has
 	}
 	k := subjectKey{m.Source, m.DB, table}
 	if subj, ok := s.subjects[k]; ok {
-		return subj
+		return subj, nil
 	}
 	if tmpl == &s.schemaSubject {
 		table = ""
 	}
 	subj := string(tmpl.render(nil, m.Source, m.DB, table))
+	if tmpl == &s.subject {
+		if err := s.owners.Claim(subj, m.Source, m.DB, table); err != nil {
+			return "", err
+		}
+	}
 	s.subjects[k] = subj
+	return subj, nil
+}
+
+// subjectName is m's subject for a message: subjectOf without its error
+// (every subject of a batch is claimed before the batch is published).
+func (s *Sink) subjectName(m *sink.Message) string {
+	subj, _ := s.subjectOf(m)
 	return subj
 }
 
@@ -600,6 +617,14 @@ func (s *Sink) Write(ctx context.Context, b *sink.Batch) (string, error) {
 		return strconv.FormatUint(s.last, 10), nil
 	}
 	s.ready = false // until this batch is fully acknowledged
+	// Every subject of the batch is rendered (and claimed) before the
+	// first message goes out, so that a subject two tables would share
+	// stops the sink with nothing of the batch written.
+	for i := range b.Messages {
+		if _, err := s.subjectOf(&b.Messages[i]); err != nil {
+			return "", err
+		}
+	}
 
 	futs := s.futs[:0]
 	defer func() {
@@ -668,7 +693,8 @@ func (s *Sink) Write(ctx context.Context, b *sink.Batch) (string, error) {
 			vals[hvEnd] = string(s.buf)
 			h[sink.HeaderEnd] = vals[hvEnd : hvEnd+1 : hvEnd+1]
 		}
-		f, err := s.js.PublishMsgAsync(&gonats.Msg{Subject: s.subjectOf(m), Data: m.Value, Header: h})
+		subj, _ := s.subjectOf(m) // claimed above
+		f, err := s.js.PublishMsgAsync(&gonats.Msg{Subject: subj, Data: m.Value, Header: h})
 		if err != nil {
 			failed, failIdx = err, len(futs)
 			break
@@ -720,7 +746,7 @@ func (s *Sink) writeError(ctx context.Context, b *sink.Batch, i int, err error) 
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
-		return fmt.Errorf("nats: publishing message seq %d to %s: %w: stream %s does not take the subject (deleted, or its subjects changed?); Recover creates or checks it", seq, s.subjectOf(&b.Messages[i]), err, s.cfg.Stream)
+		return fmt.Errorf("nats: publishing message seq %d to %s: %w: stream %s does not take the subject (deleted, or its subjects changed?); Recover creates or checks it", seq, s.subjectName(&b.Messages[i]), err, s.cfg.Stream)
 	case errors.Is(err, gonats.ErrReconnectBufExceeded), errors.Is(err, gonats.ErrDisconnected), errors.Is(err, gonats.ErrConnectionReconnecting):
 		return fmt.Errorf("nats: publishing message seq %d to stream %s: not connected to the server at %s (%w): it is down or unreachable; the client keeps reconnecting and the pipeline retries", seq, s.cfg.Stream, s.cfg.URL, err)
 	case errors.Is(err, gonats.ErrMaxPayload):

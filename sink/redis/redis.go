@@ -49,6 +49,9 @@ type Sink struct {
 	checked bool   // the server's durability settings were looked at
 
 	tables map[tableID]*tableKeys
+	// owners holds the table each key (stream, or rows' prefix) stands
+	// for (sink.Names).
+	owners *sink.Names
 	gen    uint64 // marks the tables of the chunk being built
 
 	// The chunk being applied, rebuilt for each chunk and reused.
@@ -148,6 +151,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		tmpl:   tmpl,
 		hwKey:  HighWaterKey(cfg.KeyPrefix, pipelineName),
 		tables: map[tableID]*tableKeys{},
+		owners: sink.NewNames(tmpl, "key"),
 	}, nil
 }
 
@@ -830,13 +834,18 @@ var (
 	bulkFieldEnd   = appendBulkString(nil, sink.HeaderEnd)
 )
 
-// table returns the cached keys of a message's table.
-func (s *Sink) table(m *sink.Message) *tableKeys {
+// table returns the cached keys of a message's table. Two tables whose
+// names make one key (a "{db}.{table}" of db "a.b", table "c" and of db
+// "a", table "b.c") are an error wrapping sink.ErrPermanent (sink.Names).
+func (s *Sink) table(m *sink.Message) (*tableKeys, error) {
 	id := tableID{m.DB, m.Table, m.Source}
 	if t, ok := s.tables[id]; ok {
-		return t
+		return t, nil
 	}
 	k := s.tmpl.Append([]byte(s.cfg.KeyPrefix), m.DB, m.Table, m.Source, nil)
+	if err := s.owners.Claim(string(k), m.Source, m.DB, m.Table); err != nil {
+		return nil, err
+	}
 	t := &tableKeys{source: m.Source, stream: k, prefix: append(k[:len(k):len(k)], ':')}
 	for i, withEnd := range []bool{false, true} {
 		n := 9
@@ -851,7 +860,7 @@ func (s *Sink) table(m *sink.Message) *tableKeys {
 		t.xadd[i] = b
 	}
 	s.tables[id] = t
-	return t
+	return t, nil
 }
 
 // build prepares the commands of as many of msgs as one transaction takes,
@@ -866,7 +875,10 @@ func (s *Sink) build(msgs []sink.Message) (int, error) {
 			break
 		}
 		m := &msgs[n]
-		t := s.table(m)
+		t, err := s.table(m)
+		if err != nil {
+			return 0, err
+		}
 		mc := msgCmds{start: len(s.body), seq: m.Seq, source: m.Source, snapshot: m.Snapshot}
 		if m.End != nil {
 			start := len(s.arena)

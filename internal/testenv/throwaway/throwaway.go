@@ -856,7 +856,12 @@ func dial(ctx context.Context, addr, user, password string) (*client.Conn, error
 			_ = nc.SetDeadline(time.Unix(1, 0))
 		}
 	})
-	c, err := client.ConnectWithDialer(ctx, "", addr, user, password, "", dialer)
+	// The character set sluice's own connections ask for
+	// (binlog.ConnCollation; not imported: binlog's tests import this
+	// package), so that a test's names and text reach the server as UTF-8
+	// even where the server's default is latin1.
+	utf8 := func(c *client.Conn) error { return c.SetCollation("utf8mb4_general_ci") }
+	c, err := client.ConnectWithDialer(ctx, "", addr, user, password, "", dialer, utf8)
 	if !stop() {
 		if c != nil {
 			c.Close()
