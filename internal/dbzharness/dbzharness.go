@@ -18,7 +18,8 @@
 //	defer h.Close()
 //	recs, err := h.Capture(ctx, dbzharness.MySQLProps(db.Host, db.Port, "root", "pw", "oracle.t", 5401), 10, 5*time.Second)
 //
-// Maven and a JDK 17+ are what `make deps` installs (Debian's maven and
+// SLUICE_DBZHARNESS_LOG sets Debezium's log level (default warn; its log
+// is the JVM's standard error, Log). Maven and a JDK 17+ are what `make deps` installs (Debian's maven and
 // openjdk-17-jdk-headless); JAVA_HOME, when set, names the JDK.
 package dbzharness
 
@@ -194,8 +195,13 @@ func Start(ctx context.Context) (*Harness, error) {
 		return nil, fmt.Errorf("dbzharness: %w", err)
 	}
 	t0 := time.Now()
+	level := os.Getenv("SLUICE_DBZHARNESS_LOG") // Debezium's log level; default warn
+	if level == "" {
+		level = "warn"
+	}
 	cmd := exec.Command(java, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, "io.sluice.dbzharness.Main")
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel="+level, "-Dorg.slf4j.simpleLogger.showDateTime=true",
+		"-cp", cp, "io.sluice.dbzharness.Main")
 	cmd.Dir = dir
 	// Its own process group, killed with the test binary (stdin's end ends
 	// it too).
