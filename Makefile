@@ -31,6 +31,8 @@ export DEBIAN_FRONTEND := noninteractive
 all: build test
 
 # Installs only what is missing; apt-get update runs only if something is.
+# Maven and a JDK 17 build and run Debezium, the oracle of format debezium's
+# tests (internal/dbzharness; its jars are fetched into the test cache once).
 # A temporary policy-rc.d stops apt from starting the system MariaDB service
 # (tests start their own throwaway servers; see internal/testenv).
 deps:
@@ -43,6 +45,8 @@ deps:
 	[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || missing="$$missing faketime"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	[ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/javac ] || [ -x /usr/lib/jvm/java-17-openjdk-arm64/bin/javac ] || { [ -n "$${JAVA_HOME:-}" ] && [ -x "$$JAVA_HOME/bin/javac" ]; } || missing="$$missing openjdk-17-jdk-headless"; \
 	[ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
 	if [ -n "$$missing" ]; then \
 		missing="$$(tr ' ' '\n' <<<"$$missing" | sed '/^$$/d' | sort -u | tr '\n' ' ')"; \

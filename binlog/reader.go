@@ -453,6 +453,7 @@ type assembly struct {
 	hasBegin bool // a BEGIN query was seen (else a DDL ends the transaction)
 	gtid     string
 	serverID uint32
+	thread   uint32 // the BEGIN query event's connection id (Txn.Thread)
 	commit   time.Time
 	begin    position.Position
 	txn      *Txn // current chunk, nil until the first change
@@ -1970,6 +1971,7 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 			r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
 		}
 		r.asm.hasBegin = true
+		r.asm.thread = e.SlaveProxyID
 		return nil
 	case strings.EqualFold(q, "COMMIT"):
 		return r.commit(hdr, h)
@@ -2171,7 +2173,7 @@ func ddlMentionsSelected(q string, f *Filter) bool {
 // chunk returns the current chunk, starting one if needed.
 func (r *Reader) chunk() *Txn {
 	if r.asm.txn == nil {
-		r.asm.txn = &Txn{GTID: r.asm.gtid, ServerID: r.asm.serverID, CommitTime: r.asm.commit, Begin: r.asm.begin, Chunk: r.asm.chunk}
+		r.asm.txn = &Txn{GTID: r.asm.gtid, ServerID: r.asm.serverID, Thread: r.asm.thread, CommitTime: r.asm.commit, Begin: r.asm.begin, Chunk: r.asm.chunk}
 		if f := r.fetch; f != nil {
 			r.asm.txn.XID, r.asm.txn.PrepareGTID = f.xid, f.prepare
 		}

@@ -83,6 +83,11 @@ type Txn struct {
 	GTID string
 	// ServerID of the server that originally committed the transaction.
 	ServerID uint32
+	// Thread is the connection id of the session that wrote the
+	// transaction, from its BEGIN query event (Debezium's source.thread);
+	// 0 when unknown: on MariaDB, whose GTID event stands for the BEGIN,
+	// and for snapshot rows.
+	Thread uint32
 	// CommitTime is the commit time the server recorded (seconds on MariaDB
 	// and MySQL 5.7, microseconds on MySQL 8 when it logs them).
 	CommitTime time.Time

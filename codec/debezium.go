@@ -153,6 +153,10 @@ type dbzState struct {
 	scratch []byte
 	// def is the encoded default of the column appendField is writing.
 	def []byte
+	// snap: the rows being written are snapshot rows (op "r"), which
+	// Debezium reads through JDBC rather than from the binlog: a few
+	// values differ (appendValue).
+	snap bool
 }
 
 // initDebezium prepares e for format debezium.
@@ -180,7 +184,7 @@ func (e *Encoder) initDebezium(version string) {
 //	{"before":{...}|null,"after":{...}|null,"source":{"version":"sluice-V",
 //	 "connector":"mysql","name":N,"ts_ms":T,"snapshot":"true|last|false",
 //	 "db":D,"sequence":null,"ts_us":T,"ts_ns":T,"table":TB,"server_id":S,
-//	 "gtid":G|null,"file":F,"pos":P,"row":R,"thread":null,"query":null},
+//	 "gtid":G|null,"file":F,"pos":P,"row":R,"thread":N|null,"query":null},
 //	 "transaction":null|{"id":I,"total_order":N,"data_collection_order":N},
 //	 "op":"c|u|d|r","ts_ms":T,"ts_us":T,"ts_ns":T}
 //
@@ -240,6 +244,7 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 	// opening (with the schema half, per table), the rows, the source
 	// block up to "row" (per rows event and commit time), the members
 	// after "row" (per op), and the closing times (per millisecond).
+	d.snap = op == 'r'
 	if before == nil {
 		dst = append(dst, t.openNull...)
 	} else {
@@ -248,12 +253,19 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 		dst = append(dst, `,"after":`...)
 	}
 	dst = d.appendRow(dst, t, after)
+	d.snap = false
 	dst = d.appendSourceHead(dst, e, txn, ch, snap, now)
-	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
-	if tx == nil {
+	dst = strconv.AppendInt(dst, sourceRow(txn, ch), 10)
+	thread := sourceThread(txn)
+	if tx == nil && thread == 0 {
 		return d.appendClose(dst, now, op, true)
 	}
-	dst = append(dst, `,"thread":null,"query":null},"transaction":{"id":`...)
+	dst = appendThreadQuery(dst, thread)
+	if tx == nil {
+		dst = append(dst, `,"transaction":null`...)
+		return d.appendClose(dst, now, op, false)
+	}
+	dst = append(dst, `,"transaction":{"id":`...)
 	dst = jsonstr.Append(dst, tx.ID)
 	dst = append(dst, `,"total_order":`...)
 	dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
@@ -386,8 +398,38 @@ func (e *Encoder) appendDbzSource(dst []byte, txn *binlog.Txn, ch *binlog.Change
 	dst = e.dbz.appendSourceHead(dst, e, txn, ch, snap, now)
 	copy(dst[n:], dst[n+1:]) // the head's leading comma
 	dst = dst[:len(dst)-1]
-	dst = strconv.AppendInt(dst, int64(ch.Row), 10)
-	return append(dst, `,"thread":null,"query":null}`...)
+	dst = strconv.AppendInt(dst, sourceRow(txn, ch), 10)
+	return appendThreadQuery(dst, sourceThread(txn))
+}
+
+// sourceRow is source.row: the row's index in its rows event, 0 for
+// snapshot rows (as Debezium 3.6.1 writes them).
+func sourceRow(txn *binlog.Txn, ch *binlog.Change) int64 {
+	if txn != nil && txn.Snapshot {
+		return 0
+	}
+	return int64(ch.Row)
+}
+
+// sourceThread is source.thread: the connection id of the transaction's
+// BEGIN event, as Debezium 3.6.1 fills it for streamed rows; 0 (null) when
+// unknown and for snapshot rows.
+func sourceThread(txn *binlog.Txn) uint32 {
+	if txn == nil || txn.Snapshot {
+		return 0
+	}
+	return txn.Thread
+}
+
+// appendThreadQuery ends the source block: `,"thread":N|null,"query":null}`.
+func appendThreadQuery(dst []byte, thread uint32) []byte {
+	dst = append(dst, `,"thread":`...)
+	if thread != 0 {
+		dst = strconv.AppendUint(dst, uint64(thread), 10)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	return append(dst, `,"query":null}`...)
 }
 
 // appendSourceHead writes `,"source":{` and the source block up to and

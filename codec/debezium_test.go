@@ -177,6 +177,14 @@ var dbzCases = func() []dbzCase {
 		{name: "date max", col: date, val: binlog.DateValue(binlog.Date{Year: 9999, Month: 12, Day: 31}), want: w("2932896")},
 		{name: "date min", col: date, val: binlog.DateValue(binlog.Date{Year: 1000, Month: 1, Day: 1}), want: w("-354285")},
 		{name: "date before epoch", col: date, val: binlog.DateValue(binlog.Date{Year: 1969, Month: 12, Day: 31}), want: w("-1")},
+		// enable.time.adjuster: years 0-69 are 2000-2069, 70-99 1970-1999
+		// (Debezium 3.6.1, run by TestDebeziumOracle).
+		{name: "date year 50 adjusted", col: date, val: binlog.DateValue(binlog.Date{Year: 50, Month: 3, Day: 4}), want: w("29282")},
+		{name: "date year 1 adjusted", col: date, val: binlog.DateValue(binlog.Date{Year: 1, Month: 1, Day: 1}), want: w("11323")},
+		{name: "date year 99 adjusted", col: date, val: binlog.DateValue(binlog.Date{Year: 99, Month: 12, Day: 31}), want: w("10956")},
+		{name: "date year 100 kept", col: date, val: binlog.DateValue(binlog.Date{Year: 100, Month: 1, Day: 1}), want: w("-683003")},
+		{name: "datetime year 99 adjusted", col: dt(0), val: dtv(99, 12, 31, 23, 59, 59, 0), want: w("946684799000")},
+		{name: "datetime(6) year 1 adjusted", col: dt(6), val: dtv(1, 1, 1, 0, 0, 0, 500000), want: w("978307200500000", "time=connect", "978307200500")},
 		{name: "date zero nullable", col: nullable(date), val: binlog.DateValue(binlog.Date{}), want: w("null")},
 		{name: "date zero not null", col: nn(date), val: binlog.DateValue(binlog.Date{}), want: w("0")},
 		{name: "date partial zero", col: nullable(date), val: binlog.DateValue(binlog.Date{Year: 2020, Month: 0, Day: 15}), want: w("null")},
@@ -248,7 +256,10 @@ var dbzCases = func() []dbzCase {
 		{name: "enum", col: enum, val: binlog.NumValue(binlog.KindEnum, 2), want: w(`"b"`),
 			schema: `{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"a,b,c"}}`},
 		{name: "enum empty", col: enum, val: binlog.NumValue(binlog.KindEnum, 0), want: w(`""`)},
-		{name: "enum comma", col: binlog.Column{Kind: binlog.KindEnum, Enum: []string{"x,y", `z\`}}, val: binlog.NumValue(binlog.KindEnum, 1), want: w(`"x,y"`),
+		// A streamed member with a comma is written escaped, as Debezium
+		// 3.6.1 writes it (TestDebeziumOracle; the snapshot's is not:
+		// TestDebeziumSnapshotValues).
+		{name: "enum comma", col: binlog.Column{Kind: binlog.KindEnum, Enum: []string{"x,y", `z\`}}, val: binlog.NumValue(binlog.KindEnum, 1), want: w(`"x\\,y"`),
 			schema: `{"type":"string","optional":false,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"x\\,y,z\\\\"}}`},
 		{name: "set", col: set, val: binlog.NumValue(binlog.KindSet, 0b101), want: w(`"a,c"`),
 			schema: `{"type":"string","optional":false,"name":"io.debezium.data.EnumSet","version":1,"parameters":{"allowed":"a,b,c"}}`},
@@ -437,6 +448,21 @@ func TestDebeziumEnvelope(t *testing.T) {
 	check("snapshot row", enc.AppendChange(nil, nil, &rd), `{"before":null,"after":{"id":1,"name":"a"},`+strings.Replace(snapSrc, "%s", "true", 1)+`,"transaction":null,"op":"r",`+now)
 	check("last snapshot row", enc.AppendSnapshotChange(nil, nil, &rd, SnapshotLast), `{"before":null,"after":{"id":1,"name":"a"},`+strings.Replace(snapSrc, "%s", "last", 1)+`,"transaction":null,"op":"r",`+now)
 
+	// source.thread: the BEGIN event's connection id on streamed rows
+	// (with and without transaction metadata); source.row: 0 on every
+	// snapshot row. Both as Debezium 3.6.1 writes them (TestDebeziumOracle).
+	thr := *txn
+	thr.Thread = 58
+	srcThread := strings.Replace(src, `"row":0,"thread":null`, `"row":0,"thread":58`, 1)
+	check("update with thread", enc.AppendChange(nil, &thr, &upd),
+		`{"before":{"id":1,"name":"a"},"after":{"id":1,"name":"b"},`+srcThread+`,"transaction":null,"op":"u",`+now)
+	check("insert with thread and transaction", enc.AppendDebeziumChange(nil, &thr, &ins, SnapshotAuto, tx),
+		`{"before":null,"after":{"id":2,"name":null},`+srcThread+`,"transaction":{"id":"g:1","total_order":3,"data_collection_order":2},"op":"c",`+now)
+	rd3 := rd
+	rd3.Row = 3
+	snapTxn := &binlog.Txn{Snapshot: true, Thread: 9}
+	check("snapshot row 3 of a chunk", enc.AppendSnapshotChange(nil, snapTxn, &rd3, SnapshotTrue), `{"before":null,"after":{"id":1,"name":"a"},`+strings.Replace(snapSrc, "%s", "true", 1)+`,"transaction":null,"op":"r",`+now)
+
 	// DDL: Debezium's schema-change event (SchemaChangeValue); without a
 	// schema history the change has no table changes.
 	ddl := binlog.Change{Op: binlog.OpDDL, Table: &binlog.Table{Schema: "shop", Name: "t"}, Query: "ALTER TABLE t ADD x INT", Schema: "shop", File: "binlog.000001", Pos: 4}
@@ -561,6 +587,37 @@ func TestDebeziumTableChangePoint(t *testing.T) {
 		`{"name":"gm","jdbcType":1111,"nativeType":null,"typeName":"GEOMETRY","typeExpression":"GEOMETRY"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the schema-change event lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestDebeziumSnapshotValues: values Debezium 3.6.1 reads differently in
+// its snapshot (through JDBC) than in the stream, as TestDebeziumOracle
+// found: YEAR 0 is 2000 (the binlog's 1900), an ENUM member's comma is not
+// escaped, a TIMESTAMP's fraction has the digits it needs.
+func TestDebeziumSnapshotValues(t *testing.T) {
+	tb := &binlog.Table{Schema: "shop", Name: "t", PrimaryKey: []int{0}, Columns: []binlog.Column{
+		{Name: "id", Type: mysql.MYSQL_TYPE_LONG, Kind: binlog.KindInt},
+		{Name: "y", Type: mysql.MYSQL_TYPE_YEAR, Kind: binlog.KindYear, Nullable: true},
+		{Name: "e", Type: mysql.MYSQL_TYPE_ENUM, Kind: binlog.KindEnum, Enum: []string{"it's", "a,b"}, Nullable: true},
+		{Name: "ts", Type: mysql.MYSQL_TYPE_TIMESTAMP2, Kind: binlog.KindTimestamp, Frac: 6, Nullable: true},
+		{Name: "ts0", Type: mysql.MYSQL_TYPE_TIMESTAMP2, Kind: binlog.KindTimestamp, Frac: 6, Nullable: true},
+	}}
+	enc := NewEncoder(Source{Name: "srv"}, WithFormat(Format{Name: FormatDebezium}), WithClock(dbzFixedClock))
+	row := binlog.Row{binlog.IntValue(1), binlog.NumValue(binlog.KindYear, 0), binlog.NumValue(binlog.KindEnum, 2),
+		binlog.TimestampValue(981173106, 500000), binlog.TimestampValue(1, 0)}
+	for _, tc := range []struct {
+		what string
+		txn  *binlog.Txn
+		ch   binlog.Change
+		want string
+	}{
+		{"snapshot", &binlog.Txn{Snapshot: true}, binlog.Change{Op: binlog.OpRead, Table: tb, After: row}, `"after":{"id":1,"y":2000,"e":"a,b","ts":"2001-02-03T04:05:06.5Z","ts0":"1970-01-01T00:00:01Z"}`},
+		{"stream", &binlog.Txn{}, binlog.Change{Op: binlog.OpInsert, Table: tb, After: row}, `"after":{"id":1,"y":1900,"e":"a\\,b","ts":"2001-02-03T04:05:06.500000Z","ts0":"1970-01-01T00:00:01.000000Z"}`},
+	} {
+		got := enc.AppendChange(nil, tc.txn, &tc.ch)
+		if !bytes.Contains(got, []byte(tc.want)) {
+			t.Errorf("%s: got %s, want %s in it", tc.what, got, tc.want)
 		}
 	}
 }

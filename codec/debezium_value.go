@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -38,7 +39,13 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 	case binlog.KindYear:
 		y := v.Int()
 		if y == 0 {
-			y = 1900 // Debezium reads the binlog's YEAR byte as 1900+n
+			// Debezium reads the binlog's YEAR byte as 1900+n, and a
+			// snapshot's year 0 through JDBC as year 0, which its time
+			// adjuster makes 2000 (Debezium 3.6.1, TestDebeziumOracle).
+			y = 1900
+			if d.snap {
+				y = 2000
+			}
 		}
 		return strconv.AppendInt(dst, y, 10)
 	case binlog.KindBit:
@@ -68,13 +75,13 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		if dt.Month == 0 || dt.Day == 0 {
 			return d.appendZero(dst, col, "0")
 		}
-		return strconv.AppendInt(dst, binlog.DaysFromCivil(int64(dt.Year), int(dt.Month), int(dt.Day)), 10)
+		return strconv.AppendInt(dst, binlog.DaysFromCivil(adjustYear(int64(dt.Year)), int(dt.Month), int(dt.Day)), 10)
 	case binlog.KindDateTime:
 		dt := v.DateTime()
 		if dt.Month == 0 || dt.Day == 0 {
 			return d.appendZero(dst, col, "0")
 		}
-		days := binlog.DaysFromCivil(int64(dt.Year), int(dt.Month), int(dt.Day))
+		days := binlog.DaysFromCivil(adjustYear(int64(dt.Year)), int(dt.Month), int(dt.Day))
 		us := ((days*24+int64(dt.Hour))*60+int64(dt.Minute))*60 + int64(dt.Second)
 		us = us*1e6 + int64(dt.Micro%1e6)
 		if micros := !d.opts.connect && col.Frac > 3; micros {
@@ -86,7 +93,11 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		if sec == 0 && micro == 0 {
 			return d.appendZero(dst, col, zeroTimestampText)
 		}
-		return appendTimestamp(dst, sec, micro, col.Frac)
+		frac := col.Frac
+		if d.snap {
+			frac = snapshotFrac(micro)
+		}
+		return appendTimestamp(dst, sec, micro, frac)
 	case binlog.KindTime:
 		if d.opts.connect {
 			return strconv.AppendInt(dst, floorDiv(v.Duration(), 1000), 10)
@@ -113,7 +124,15 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 	case binlog.KindEnum:
 		i := v.Uint()
 		if i >= 1 && i <= uint64(len(col.Enum)) {
-			return jsonstr.Append(dst, col.Enum[i-1])
+			name := col.Enum[i-1]
+			if !d.snap && strings.IndexByte(name, ',') >= 0 {
+				// Debezium names a streamed member from its allowed
+				// list, where a comma is escaped: 'a,b' is "a\\,b"
+				// (snapshot rows come from JDBC: "a,b"). Debezium 3.6.1,
+				// TestDebeziumOracle.
+				name = strings.ReplaceAll(name, ",", `\,`)
+			}
+			return jsonstr.Append(dst, name)
 		}
 		return append(dst, `""`...) // 0: MySQL's '' error value
 	case binlog.KindSet:
@@ -146,6 +165,36 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 	}
 	// KindNull, KindAbsent (not in a MINIMAL image) and unknown kinds.
 	return append(dst, "null"...)
+}
+
+// snapshotFrac is the digits of a TIMESTAMP's fraction that Debezium
+// writes for a snapshot row (read through JDBC): as many as it needs, none
+// for a zero fraction (06.500000 is "06.5Z", 01.000000 "01Z"); streamed
+// rows have the column's fsp digits. Debezium 3.6.1, TestDebeziumOracle.
+func snapshotFrac(micro uint32) int {
+	if micro == 0 {
+		return 0
+	}
+	n := 6
+	for micro%10 == 0 {
+		micro /= 10
+		n--
+	}
+	return n
+}
+
+// adjustYear is Debezium's enable.time.adjuster (on by default): a DATE or
+// DATETIME of the years 0 to 69 is read as 2000 to 2069, of 70 to 99 as
+// 1970 to 1999, as a two-digit year would be (0050-03-04 is 2050-03-04).
+// Verified against Debezium 3.6.1, in the snapshot and the stream.
+func adjustYear(y int64) int64 {
+	switch {
+	case y >= 0 && y <= 69:
+		return y + 2000
+	case y >= 70 && y <= 99:
+		return y + 1900
+	}
+	return y
 }
 
 // appendZero writes a zero date: null in a nullable column, else

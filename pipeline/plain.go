@@ -44,12 +44,16 @@ type Plain struct {
 	// Name is the source name written in each value's source block
 	// (default: the source's name, which the checkpoint keeps it under).
 	Name string
+	// Keys starts each line with the change's record key as a Kafka sink
+	// sends it (codec.Encoder.AppendKey; "null" for none) and a tab.
+	Keys bool
 }
 
 // plainOut is the builder's state for a PlainSink.
 type plainOut struct {
 	sink PlainSink
 	none bool
+	keys bool
 	enc  *codec.Encoder
 	// read is the memory of the chunks read into the current batch
 	// (format none cuts batches by it: it encodes no bytes to cut by).
@@ -93,7 +97,7 @@ func newPlainOut(p *Pipeline) *plainOut {
 	if name == "" {
 		name = p.srcs[0].cfg.Name
 	}
-	return &plainOut{sink: s, none: pl.None, enc: codec.NewEncoder(codec.Source{Name: name}, codec.WithFormat(p.formats[0]))}
+	return &plainOut{sink: s, none: pl.None, keys: pl.Keys, enc: codec.NewEncoder(codec.Source{Name: name}, codec.WithFormat(p.formats[0]))}
 }
 
 // plainTxn is txn for a PlainSink: the chunk's lines become one message
@@ -114,7 +118,7 @@ func (b *builder) plainTxn(ctx context.Context, si int, t *binlog.Txn, et int64,
 		if b.plain.none {
 			continue
 		}
-		bt.buf = b.plain.enc.AppendSnapshotChange(bt.buf, t, ch, snap)
+		bt.buf = b.plain.appendLine(bt.buf, t, ch, snap)
 		if i == n-1 || b.w.sched.cut(len(bt.buf)) {
 			m := Message{Seq: b.nextSeq, Source: b.srcs[si].name, Snapshot: t.Snapshot, EventTime: evt}
 			b.nextSeq++
@@ -151,4 +155,32 @@ func (b *builder) plainTxn(ctx context.Context, si int, t *binlog.Txn, et int64,
 		return b.flush(ctx)
 	}
 	return nil
+}
+
+// appendLine appends ch's line (with Keys, its key and a tab first). In
+// format debezium an update that changed the primary key is two lines, a
+// delete under the old key and a create under the new, as Debezium writes
+// it (and as the pipeline's other sinks get it, KeyChange).
+func (o *plainOut) appendLine(dst []byte, t *binlog.Txn, ch *binlog.Change, snap codec.Snapshot) []byte {
+	if o.enc.Format().IsDebezium() && ch.Op == binlog.OpUpdate && ch.Table != nil && len(ch.Table.PrimaryKey) > 0 {
+		newKey := o.enc.AppendKey(nil, ch)
+		if kc := keyChange(o.enc, t, ch, newKey, nil, nil); kc != nil {
+			if o.keys {
+				dst = append(append(dst, kc.OldKey...), '\t')
+			}
+			dst = append(append(dst, kc.Delete...), '\n')
+			if o.keys {
+				dst = append(append(dst, newKey...), '\t')
+			}
+			return append(append(dst, kc.Create...), '\n')
+		}
+	}
+	if o.keys {
+		k := len(dst)
+		if dst = o.enc.AppendKey(dst, ch); len(dst) == k {
+			dst = append(dst, "null"...)
+		}
+		dst = append(dst, '\t')
+	}
+	return o.enc.AppendSnapshotChange(dst, t, ch, snap)
 }

@@ -37,6 +37,7 @@ var binDir struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	closeDebezium()
 	if binDir.dir != "" {
 		os.RemoveAll(binDir.dir)
 	}

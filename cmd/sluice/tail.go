@@ -25,18 +25,25 @@ type outputOpts struct {
 	format  string
 	schemas bool
 	name    string
+	// keys puts each change's record key before its value (key, tab,
+	// value), as a Kafka sink would send them.
+	keys bool
 }
 
 func (o *outputOpts) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.format, "format", codec.FormatSluice, "output format, one JSON object per change: sluice (sluice's exact values, docs/FORMAT.md), debezium (what Debezium's MySQL connector writes, in its default modes), or none (decode only, print the summary)")
 	cmd.Flags().BoolVar(&o.schemas, "schemas", false, "with --format debezium: write the schema half ({\"schema\":...,\"payload\":...}, as JsonConverter's schemas.enable=true)")
 	cmd.Flags().StringVar(&o.name, "name", "sluice", "source name written in each message's source.name")
+	cmd.Flags().BoolVar(&o.keys, "keys", false, "start each line with the change's record key as a Kafka sink sends it (null for none) and a tab, then the value")
 }
 
 func (o *outputOpts) validate() error {
 	if o.format == "none" {
 		if o.schemas {
 			return errors.New("--schemas is for --format debezium; --format none prints no changes")
+		}
+		if o.keys {
+			return errors.New("--keys: --format none prints no changes")
 		}
 		return nil
 	}
@@ -68,6 +75,7 @@ type printer struct {
 	out0  io.Writer
 	enc   *codec.Encoder
 	none  bool
+	keys  bool
 	last  int // bytes of the last event written
 	rows  int64
 	txns  int64
@@ -91,6 +99,7 @@ func newPrinter(w io.Writer, o outputOpts) *printer {
 		out0:  w,
 		enc:   codec.NewEncoder(codec.Source{Name: o.name}, codec.WithFormat(o.codecFormat())),
 		none:  o.format == "none",
+		keys:  o.keys,
 		start: time.Now(),
 	}
 }
@@ -109,6 +118,13 @@ func (p *printer) txn(t *binlog.Txn) error {
 				}
 			}
 			b := p.w.AvailableBuffer()
+			if p.keys {
+				n := len(b)
+				if b = p.enc.AppendKey(b, ch); len(b) == n {
+					b = append(b, "null"...)
+				}
+				b = append(b, '\t')
+			}
 			if t.SnapshotLast && i == len(t.Changes)-1 {
 				b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotLast)
 			} else if t.Snapshot && ch.Op == binlog.OpDDL {

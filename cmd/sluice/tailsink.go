@@ -45,7 +45,9 @@ func (s *tailSink) Name() string { return "stdout" }
 func (s *tailSink) Format() codec.Format { return s.format }
 
 // Plain is the encoding: none encodes nothing.
-func (s *tailSink) Plain() pipeline.Plain { return pipeline.Plain{None: s.p.none, Name: s.name} }
+func (s *tailSink) Plain() pipeline.Plain {
+	return pipeline.Plain{None: s.p.none, Name: s.name, Keys: s.p.keys}
+}
 
 // Chunk counts a chunk in the summary.
 func (s *tailSink) Chunk(t *binlog.Txn) { s.p.count(t) }

@@ -1,0 +1,509 @@
+//go:build linux
+
+// Package dbzharness runs Debezium itself, as the oracle of the tests of
+// format debezium: Debezium Embedded 3.6.1.Final with its MySQL connector
+// and Kafka Connect's JsonConverter (the connect-json that Debezium 3.6.1
+// depends on), in one JVM that serves many captures.
+//
+// The Java side is this directory's pom.xml and src/ (the project's own
+// test equipment, never shipped). Build compiles it with Maven once into
+// the test cache ($SLUICE_TESTENV_CACHE, else the user's cache directory's
+// sluice-testenv, as for throwaway's MySQL), keyed by a hash of its
+// sources, with Maven's local repository there too (m2/), so that later
+// runs build offline. Start runs the JVM; each Capture hands it Debezium's
+// properties and reads back the records, each as its topic, key and value
+// as JsonConverter serialised them:
+//
+//	h, err := dbzharness.Start(ctx)
+//	defer h.Close()
+//	recs, err := h.Capture(ctx, dbzharness.MySQLProps(db.Host, db.Port, "root", "pw", "oracle.t", 5401), 10, 5*time.Second)
+//
+// SLUICE_DBZHARNESS_LOG sets Debezium's log level (default warn; its log
+// is the JVM's standard error, Log). Maven and a JDK 17+ are what `make deps` installs (Debian's maven and
+// openjdk-17-jdk-headless); JAVA_HOME, when set, names the JDK.
+package dbzharness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluice-cdc/sluice/internal/flock"
+)
+
+// DebeziumVersion is the version of every Debezium module the harness runs.
+const DebeziumVersion = "3.6.1.Final"
+
+// ErrNotInstalled is returned when Maven or a JDK is missing.
+var ErrNotInstalled = errors.New("dbzharness: Maven or a JDK 17+ is not installed (run 'make deps', or apt-get install maven openjdk-17-jdk-headless)")
+
+// Record is one record Debezium produced: its topic, and its key and value
+// as JsonConverter serialised them with schemas.enable=false and with
+// schemas.enable=true (nil for a null key or value, a tombstone's).
+type Record struct {
+	Topic                  string
+	Key, Value             json.RawMessage
+	SchemaKey, SchemaValue json.RawMessage
+}
+
+// Build compiles the harness if the cache does not hold this source's
+// build yet, and returns the java command's class path (the harness jar
+// and its dependencies).
+func Build(ctx context.Context) (classpath string, err error) {
+	src, err := sourceDir()
+	if err != nil {
+		return "", err
+	}
+	sum, err := hashSources(src)
+	if err != nil {
+		return "", err
+	}
+	cache, err := cacheDir()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(cache, "dbzharness-"+sum[:16])
+	if cp, ok := built(out); ok {
+		return cp, nil
+	}
+	if _, err := exec.LookPath("mvn"); err != nil {
+		return "", ErrNotInstalled
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", fmt.Errorf("dbzharness: %w", err)
+	}
+	unlock, err := flock.Lock(filepath.Join(cache, "dbzharness.lock"))
+	if err != nil {
+		return "", fmt.Errorf("dbzharness: %w", err)
+	}
+	defer unlock()
+	if cp, ok := built(out); ok {
+		return cp, nil
+	}
+	work, err := os.MkdirTemp(cache, "dbzharness-build-")
+	if err != nil {
+		return "", fmt.Errorf("dbzharness: %w", err)
+	}
+	defer os.RemoveAll(work)
+	if err := copyTree(src, work); err != nil {
+		return "", fmt.Errorf("dbzharness: copying the sources: %w", err)
+	}
+	repo := filepath.Join(cache, "m2")
+	mvn := func(offline bool) ([]byte, error) {
+		args := []string{"-B", "-q", "-Dmaven.repo.local=" + repo, "package"}
+		if offline {
+			args = append([]string{"-o"}, args...)
+		}
+		cmd := exec.CommandContext(ctx, "mvn", args...)
+		cmd.Dir = work
+		cmd.Env = javaEnv()
+		return cmd.CombinedOutput()
+	}
+	// Offline first: once the repository is warm no network is needed.
+	if _, err := mvn(true); err != nil {
+		if b, err := mvn(false); err != nil {
+			return "", fmt.Errorf("dbzharness: mvn package (Debezium %s, Maven Central must be reachable on the first build): %w\n%s", DebeziumVersion, err, tail(b, 40))
+		}
+	}
+	tmp := out + ".tmp"
+	os.RemoveAll(tmp)
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return "", fmt.Errorf("dbzharness: %w", err)
+	}
+	for _, f := range []string{"dbzharness.jar", "classpath.txt"} {
+		b, err := os.ReadFile(filepath.Join(work, "target", f))
+		if err != nil {
+			return "", fmt.Errorf("dbzharness: mvn package wrote no %s: %w", f, err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, f), b, 0o644); err != nil {
+			return "", fmt.Errorf("dbzharness: %w", err)
+		}
+	}
+	os.RemoveAll(out)
+	if err := os.Rename(tmp, out); err != nil {
+		return "", fmt.Errorf("dbzharness: %w", err)
+	}
+	cp, ok := built(out)
+	if !ok {
+		return "", fmt.Errorf("dbzharness: the build in %s is incomplete", out)
+	}
+	return cp, nil
+}
+
+// built returns the class path of the build in dir when it is complete and
+// every jar it names is still there.
+func built(dir string) (string, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "classpath.txt"))
+	if err != nil {
+		return "", false
+	}
+	deps := strings.Split(strings.TrimSpace(string(b)), string(os.PathListSeparator))
+	for _, d := range deps {
+		if _, err := os.Stat(d); err != nil {
+			return "", false
+		}
+	}
+	jar := filepath.Join(dir, "dbzharness.jar")
+	if _, err := os.Stat(jar); err != nil {
+		return "", false
+	}
+	return strings.Join(append([]string{jar}, deps...), string(os.PathListSeparator)), true
+}
+
+// Harness is a running JVM serving captures, one at a time.
+type Harness struct {
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *bufio.Reader
+	stderr *tailBuffer
+	dir    string
+	n      int
+	// Started is how long the JVM took to start and answer.
+	Started time.Duration
+}
+
+// Start builds the harness if needed and starts its JVM.
+func Start(ctx context.Context) (*Harness, error) {
+	cp, err := Build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	java, err := javaBinary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-dbzharness-")
+	if err != nil {
+		return nil, fmt.Errorf("dbzharness: %w", err)
+	}
+	t0 := time.Now()
+	level := os.Getenv("SLUICE_DBZHARNESS_LOG") // Debezium's log level; default warn
+	if level == "" {
+		level = "warn"
+	}
+	cmd := exec.Command(java, "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel="+level, "-Dorg.slf4j.simpleLogger.showDateTime=true",
+		"-cp", cp, "io.sluice.dbzharness.Main")
+	cmd.Dir = dir
+	// Its own process group, killed with the test binary (stdin's end ends
+	// it too).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	h := &Harness{cmd: cmd, dir: dir, stderr: &tailBuffer{max: 64 << 10}}
+	cmd.Stderr = h.stderr
+	if h.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("dbzharness: %w", err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("dbzharness: %w", err)
+	}
+	h.stdout = bufio.NewReader(out)
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("dbzharness: starting %s: %w", java, err)
+	}
+	line, err := h.readLine(ctx, time.Minute)
+	if err != nil || line != "ready" {
+		h.Close()
+		return nil, fmt.Errorf("dbzharness: the JVM did not start (%q, %v); its log:\n%s", line, err, h.stderr.String())
+	}
+	h.Started = time.Since(t0)
+	return h, nil
+}
+
+func (h *Harness) readLine(ctx context.Context, d time.Duration) (string, error) {
+	type res struct {
+		s   string
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		s, err := h.stdout.ReadString('\n')
+		ch <- res{strings.TrimRight(s, "\n"), err}
+	}()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-timer.C:
+		h.kill()
+		return "", fmt.Errorf("dbzharness: no answer in %v (JVM killed)", d)
+	case <-ctx.Done():
+		h.kill()
+		return "", ctx.Err()
+	}
+}
+
+func (h *Harness) kill() {
+	if h.cmd.Process != nil {
+		syscall.Kill(-h.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+// Capture runs one Debezium engine with props (the engine's and the
+// connector's options; name, offset storage and schema history default to
+// an in-memory offset store and a schema-history file of this capture;
+// options under "converter." configure JsonConverter) until it has
+// produced max records, or idle passes without a record after the first
+// (two minutes before it), or the engine stops by itself (as after
+// snapshot.mode=initial_only). Each record comes serialised with and
+// without schemas. It returns the time the capture took in the JVM.
+func (h *Harness) Capture(ctx context.Context, props map[string]string, max int, idle time.Duration) ([]Record, time.Duration, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n++
+	base := filepath.Join(h.dir, "capture-"+strconv.Itoa(h.n))
+	p := map[string]string{
+		"name":                                  "sluice-oracle-" + strconv.Itoa(h.n),
+		"offset.storage":                        "org.apache.kafka.connect.storage.MemoryOffsetBackingStore",
+		"offset.flush.interval.ms":              "60000",
+		"schema.history.internal":               "io.debezium.storage.file.history.FileSchemaHistory",
+		"schema.history.internal.file.filename": base + ".history",
+	}
+	for k, v := range props {
+		p[k] = v
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", escapeProp(k), escapeProp(p[k]))
+	}
+	if err := os.WriteFile(base+".properties", []byte(b.String()), 0o600); err != nil {
+		return nil, 0, fmt.Errorf("dbzharness: %w", err)
+	}
+	out := base + ".records"
+	if _, err := fmt.Fprintf(h.stdin, "capture %s %s %d %d\n", base+".properties", out, max, idle.Milliseconds()); err != nil {
+		return nil, 0, fmt.Errorf("dbzharness: the JVM is gone (%v); its log:\n%s", err, h.stderr.String())
+	}
+	line, err := h.readLine(ctx, idle+5*time.Minute)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w; its log:\n%s", err, h.stderr.String())
+	}
+	f := strings.SplitN(line, " ", 3)
+	if f[0] != "ok" || len(f) != 3 {
+		return nil, 0, fmt.Errorf("dbzharness: Debezium failed: %s\nits log:\n%s", line, h.stderr.String())
+	}
+	ms, _ := strconv.Atoi(f[2])
+	recs, err := readRecords(out)
+	return recs, time.Duration(ms) * time.Millisecond, err
+}
+
+func readRecords(path string) ([]Record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("dbzharness: %w", err)
+	}
+	var recs []Record
+	for _, l := range bytes.Split(data, []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		f := bytes.Split(l, []byte("\t"))
+		if len(f) != 5 {
+			return nil, fmt.Errorf("dbzharness: a record line without five fields: %.200q", l)
+		}
+		r := Record{Topic: string(f[0])}
+		for i, dst := range []*json.RawMessage{&r.Key, &r.Value, &r.SchemaKey, &r.SchemaValue} {
+			if string(f[i+1]) != "null" {
+				*dst = json.RawMessage(f[i+1])
+			}
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// Log is the tail of the JVM's standard error (Debezium's log).
+func (h *Harness) Log() string { return h.stderr.String() }
+
+// Close ends the JVM (end of input, then a kill after 10 s) and removes its
+// files.
+func (h *Harness) Close() error {
+	h.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- h.cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		h.kill()
+		<-done
+	}
+	return os.RemoveAll(h.dir)
+}
+
+// MySQLProps are the connector options for a server at host:port read by
+// user, capturing tables (Debezium's table.include.list, a regular
+// expression over db.table), with serverID as the replica's server id.
+// The topic prefix is "sluice", tail's default source name.
+func MySQLProps(host string, port int, user, password, tables string, serverID uint32) map[string]string {
+	return map[string]string{
+		"connector.class":        "io.debezium.connector.mysql.MySqlConnector",
+		"database.hostname":      host,
+		"database.port":          strconv.Itoa(port),
+		"database.user":          user,
+		"database.password":      password,
+		"database.server.id":     strconv.FormatUint(uint64(serverID), 10),
+		"topic.prefix":           "sluice",
+		"table.include.list":     tables,
+		"include.schema.changes": "false",
+		"database.ssl.mode":      "disabled",
+	}
+}
+
+func escapeProp(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, "\n", `\n`, "=", `\=`, ":", `\:`)
+	return r.Replace(s)
+}
+
+func javaBinary() (string, error) {
+	if h := os.Getenv("JAVA_HOME"); h != "" {
+		return filepath.Join(h, "bin", "java"), nil
+	}
+	for _, j := range []string{"/usr/lib/jvm/java-17-openjdk-amd64/bin/java", "/usr/lib/jvm/java-17-openjdk-arm64/bin/java"} {
+		if _, err := os.Stat(j); err == nil {
+			return j, nil
+		}
+	}
+	if j, err := exec.LookPath("java"); err == nil {
+		return j, nil
+	}
+	return "", ErrNotInstalled
+}
+
+func javaEnv() []string {
+	env := os.Environ()
+	if os.Getenv("JAVA_HOME") == "" {
+		if j, err := javaBinary(); err == nil {
+			env = append(env, "JAVA_HOME="+filepath.Dir(filepath.Dir(j)))
+		}
+	}
+	return env
+}
+
+// sourceDir is this package's directory, where pom.xml and src/ are.
+func sourceDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("dbzharness: cannot find the harness's sources")
+	}
+	dir := filepath.Dir(file)
+	if _, err := os.Stat(filepath.Join(dir, "pom.xml")); err != nil {
+		return "", fmt.Errorf("dbzharness: the harness's pom.xml is not beside its Go source: %w", err)
+	}
+	return dir, nil
+}
+
+// hashSources hashes pom.xml and src/.
+func hashSources(dir string) (string, error) {
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() || !(rel == "pom.xml" || strings.HasPrefix(rel, "src"+string(filepath.Separator))) {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
+		h.Write(b)
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("dbzharness: hashing the sources: %w", err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func copyTree(src, dst string) error {
+	for _, name := range []string{"pom.xml", "src"} {
+		err := filepath.WalkDir(filepath.Join(src, name), func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(src, p)
+			if d.IsDir() {
+				return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cacheDir is throwaway's test cache: $SLUICE_TESTENV_CACHE, else the
+// user's cache directory's sluice-testenv.
+func cacheDir() (string, error) {
+	if d := os.Getenv("SLUICE_TESTENV_CACHE"); d != "" {
+		return d, nil
+	}
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "sluice-testenv"), nil
+}
+
+func tail(b []byte, lines int) string {
+	l := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(l) > lines {
+		l = l[len(l)-lines:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	b   []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
