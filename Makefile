@@ -43,6 +43,8 @@ deps:
 	[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || missing="$$missing faketime"; \
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
 	command -v git >/dev/null 2>&1 || missing="$$missing git"; \
+	{ command -v java >/dev/null 2>&1 || [ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/java ]; } || missing="$$missing openjdk-17-jre-headless"; \
+	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	[ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
 	if [ -n "$$missing" ]; then \
 		missing="$$(tr ' ' '\n' <<<"$$missing" | sed '/^$$/d' | sort -u | tr '\n' ' ')"; \
