@@ -107,6 +107,14 @@ func StartCluster(t testing.TB, config map[string]string) *Kafka {
 	return start(t, throwaway.KafkaOptions{Nodes: 3, Config: config})
 }
 
+// StartSASL starts a one-node cluster for the test whose SASLBrokers take
+// users (name: password) with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
+// stopped at the end of the test.
+func StartSASL(t testing.TB, users map[string]string) *Kafka {
+	t.Helper()
+	return start(t, throwaway.KafkaOptions{Nodes: 1, SASL: users})
+}
+
 func start(t testing.TB, opts throwaway.KafkaOptions) *Kafka {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -230,6 +231,12 @@ type KafkaOptions struct {
 	HeapMB int
 	// Config adds or overrides server properties on every node.
 	Config map[string]string
+	// SASL, when set, adds a SASL_PLAINTEXT listener on each node
+	// (SASLBrokers) that takes these users (name: password) with PLAIN,
+	// SCRAM-SHA-256 and SCRAM-SHA-512. Passwords must not hold '"' or
+	// '\\'. The PLAINTEXT listener (Brokers) stays open, without
+	// authentication.
+	SASL map[string]string
 }
 
 // Kafka is a running throwaway Kafka cluster. Its methods are safe for
@@ -248,6 +255,7 @@ type kafkaNode struct {
 	id       int // node.id, from 1
 	port     int // the PLAINTEXT listener
 	ctrlPort int // the CONTROLLER listener
+	saslPort int // the SASL_PLAINTEXT listener, with KafkaOptions.SASL
 	dir      string
 	proc     *process
 }
@@ -322,6 +330,11 @@ func (k *Kafka) startAllLocked(ctx context.Context) error {
 		if n.ctrlPort, err = freePort(); err != nil {
 			return err
 		}
+		if k.opts.SASL != nil {
+			if n.saslPort, err = freePort(); err != nil {
+				return err
+			}
+		}
 	}
 	for _, n := range k.nodes {
 		if err := k.launchLocked(n); err != nil {
@@ -335,7 +348,68 @@ func (k *Kafka) startAllLocked(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := k.addSCRAMUsers(ctx); err != nil {
+		k.killAllLocked()
+		return err
+	}
 	return nil
+}
+
+// addSCRAMUsers gives the users of KafkaOptions.SASL SCRAM-SHA-256 and
+// SCRAM-SHA-512 credentials (kept in the cluster's metadata) and waits
+// until the brokers know them.
+func (k *Kafka) addSCRAMUsers(ctx context.Context) error {
+	if len(k.opts.SASL) == 0 {
+		return nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.nodes[0].addr()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	// A request names each user once: one request per mechanism.
+	for _, m := range []kadm.ScramMechanism{kadm.ScramSha256, kadm.ScramSha512} {
+		var ups []kadm.UpsertSCRAM
+		for user, pw := range k.opts.SASL {
+			ups = append(ups, kadm.UpsertSCRAM{User: user, Mechanism: m, Iterations: 4096, Password: pw})
+		}
+		res, err := adm.AlterUserSCRAMs(ctx, nil, ups)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("testenv: adding the Kafka cluster's %s users: %w", m, err)
+		}
+	}
+	for {
+		d, err := adm.DescribeUserSCRAMs(ctx)
+		if err == nil && d.Error() == nil && len(d) >= len(k.opts.SASL) && len(d.Sorted()[0].CredInfos) == 2 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testenv: the Kafka cluster's SCRAM users not visible: %w (last: %v)", ctx.Err(), err)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// SASLBrokers returns the SASL_PLAINTEXT listeners of the nodes (nil
+// without KafkaOptions.SASL).
+func (k *Kafka) SASLBrokers() []string {
+	if k.opts.SASL == nil {
+		return nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]string, len(k.nodes))
+	for i, n := range k.nodes {
+		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.saslPort))
+	}
+	return out
 }
 
 func (k *Kafka) killAllLocked() {
@@ -421,6 +495,25 @@ func (k *Kafka) properties(n *kafkaNode) string {
 		"log.retention.check.interval.ms":                             "300000",
 		"controlled.shutdown.enable":                                  "true",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
+	}
+	if k.opts.SASL != nil {
+		sasl := fmt.Sprintf("SASL_PLAINTEXT://127.0.0.1:%d", n.saslPort)
+		props["listeners"] += "," + sasl
+		props["advertised.listeners"] += "," + sasl
+		props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+		props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
+		users := []string{"org.apache.kafka.common.security.plain.PlainLoginModule required"}
+		names := make([]string, 0, len(k.opts.SASL))
+		for user := range k.opts.SASL {
+			names = append(names, user)
+		}
+		sort.Strings(names)
+		for _, user := range names {
+			users = append(users, fmt.Sprintf("user_%s=%q", user, k.opts.SASL[user]))
+		}
+		props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = strings.Join(users, " ") + ";"
+		props["listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+		props["listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
 	}
 	for key, v := range k.opts.Config {
 		props[key] = v
