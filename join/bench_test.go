@@ -15,6 +15,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 )
 
 // The join-state benchmark, after Spark's stream-stream join state
@@ -83,6 +85,7 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	kafkaenv.Stop() // TestSinkExactlyOnceKafka's broker
 	if benchRoot != "" {
 		os.RemoveAll(benchRoot)
 	}

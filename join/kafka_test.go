@@ -5,29 +5,30 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os/exec"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/sink/kafka"
 )
 
 // TestSinkExactlyOnceKafka is TestSinkExactlyOnceWithCrashes with a
-// Kafka sink downstream (an in-process kfake cluster, transactions and
+// Kafka sink downstream (a real Apache Kafka 4.4 broker, transactions and
 // read_committed recovery): a crashed join's producer is left open, as a
 // dead process's would be, and the next one fences it. Consumers then
 // read each joined record once, numbered 1..n.
 func TestSinkExactlyOnceKafka(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	k := kafkaenv.Shared(t)
+	prefix := kafkaenv.Name(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := rand.New(rand.NewPCG(5, 5))
@@ -42,8 +43,8 @@ func TestSinkExactlyOnceKafka(t *testing.T) {
 	}()
 	newOut := func() pipeline.Sink {
 		s, err := kafka.New(kafka.Config{
-			Name: "joined", Brokers: c.ListenAddrs(), Topic: "{source}", Partitions: 3,
-			RequestTimeout: 5 * time.Second,
+			Name: "joined", Brokers: k.Brokers(), Topic: prefix + ".{source}", Partitions: 3,
+			TransactionalID: prefix, RequestTimeout: 5 * time.Second,
 		}, "shop.join.orders_payments", slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
@@ -58,11 +59,50 @@ func TestSinkExactlyOnceKafka(t *testing.T) {
 		t.Fatal("no crash happened; the test proves nothing")
 	}
 	want := referenceRecords(cfg, rows)
-	got := readKafkaJoined(ctx, t, c.ListenAddrs(), "orders_payments", len(want))
+	got := readKafkaJoined(ctx, t, k.Brokers(), prefix+".orders_payments", len(want))
 	if !slices.Equal(got, want) {
 		t.Fatalf("%d crashes: joined records in Kafka differ from the reference (%d, want %d)\n%s", rn.crashes, len(got), len(want), diffLines(want, got))
 	}
-	t.Logf("%d records exactly once in Kafka after %d crashes", len(got), rn.crashes)
+	// A second opinion from another client: librdkafka's kcat,
+	// read_committed, reads sluice-seq 1..n once each.
+	seqs := kcatSeqs(ctx, t, k.Brokers(), prefix+".orders_payments")
+	ok := len(seqs) == len(want)
+	for i := 0; ok && i < len(seqs); i++ {
+		ok = seqs[i] == uint64(i+1)
+	}
+	if !ok {
+		t.Fatalf("kcat reads %d records (seqs %v), want 1..%d once each", len(seqs), seqs, len(want))
+	}
+	t.Logf("%d records exactly once in Kafka after %d crashes (franz-go and kcat, read_committed)", len(got), rn.crashes)
+}
+
+// kcatSeqs returns the sorted sluice-seq headers of the topic's committed
+// records as kcat (isolation.level=read_committed) reads them.
+func kcatSeqs(ctx context.Context, t *testing.T, brokers []string, topic string) []uint64 {
+	t.Helper()
+	kcat, err := throwaway.EnsureKcat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, kcat, "-C", "-b", strings.Join(brokers, ","), "-t", topic, "-o", "beginning", "-e", "-q",
+		"-X", "isolation.level=read_committed", "-f", "%h\n").Output()
+	if err != nil {
+		t.Fatalf("kcat reading %s: %v", topic, err)
+	}
+	var seqs []uint64
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		for _, h := range strings.Split(line, ",") {
+			if v, ok := strings.CutPrefix(h, pipeline.HeaderSeq+"="); ok {
+				n, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					t.Fatalf("kcat: header %q: %v", h, err)
+				}
+				seqs = append(seqs, n)
+			}
+		}
+	}
+	slices.Sort(seqs)
+	return seqs
 }
 
 // readKafkaJoined consumes the topic with read_committed until it has at

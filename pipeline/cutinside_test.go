@@ -15,13 +15,13 @@ import (
 	gonats "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/kafkatest"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/pipeline"
@@ -109,11 +109,8 @@ func cutSinkKinds(t *testing.T, dir string) []sinkKind {
 	rc := goredis.NewClient(&goredis.Options{Addr: r.Addr(), Protocol: 2, DisableIdentity: true})
 	t.Cleanup(func() { rc.Close() })
 	ns := natsenv.StartNATS(t)
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
+	kc := kafkaenv.Shared(t)
+	kp := kafkaenv.Name(t, "") // the test's topics and transactional ids on the shared broker
 	return []sinkKind{
 		{
 			name: "file",
@@ -206,7 +203,7 @@ func cutSinkKinds(t *testing.T, dir string) []sinkKind {
 		{
 			name: "kafka",
 			open: func(t *testing.T, tag string) pipeline.Sink {
-				s, err := kafka.New(kafka.Config{Name: "x", Brokers: kc.ListenAddrs(), Topic: "t-" + tag, TransactionalID: "tx-" + tag, Partitions: 3}, "cut", log)
+				s, err := kafka.New(kafka.Config{Name: "x", Brokers: kc.Brokers(), Topic: kp + ".t-" + tag, TransactionalID: kp + ".tx-" + tag, Partitions: 3}, "cut", log)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -215,7 +212,7 @@ func cutSinkKinds(t *testing.T, dir string) []sinkKind {
 			read: func(t *testing.T, tag string) []*codec.Event {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				recs, err := kafkatest.ReadAll(ctx, kc.ListenAddrs(), "t-"+tag)
+				recs, err := kafkatest.ReadAll(ctx, kc.Brokers(), kp+".t-"+tag)
 				if err != nil {
 					t.Fatal(err)
 				}

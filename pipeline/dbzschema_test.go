@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-cdc/sluice/binlog"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/kafkatest"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/sink/kafka"
@@ -73,20 +73,18 @@ func dbzSchemaChangeTopic(t *testing.T, flavor position.Flavor) {
 	if err := db.Exec(ctx, "CREATE DATABASE app"); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
+	// A broker of the test's own: its topics are named as Debezium's,
+	// the same in both flavors.
+	kc := kafkaenv.Start(t, nil)
 	log := slog.New(slog.DiscardHandler)
 	open := func() []pipeline.Sink {
-		plain, err := kafka.New(kafka.Config{Name: "k0", Brokers: kc.ListenAddrs(), Topic: "{source}.{db}.{table}", Partitions: 1,
+		plain, err := kafka.New(kafka.Config{Name: "k0", Brokers: kc.Brokers(), Topic: "{source}.{db}.{table}", Partitions: 1,
 			HeartbeatIntervalMs: 100, Format: codec.Format{Name: codec.FormatDebezium}}, "dbzddl", log)
 		if err != nil {
 			t.Fatal(err)
 		}
 		plain.SetSources([]string{"db1"})
-		withSchemas, err := kafka.New(kafka.Config{Name: "k1", Brokers: kc.ListenAddrs(), Topic: "s.{source}.{db}.{table}", SchemaChangeTopic: "s.{source}",
+		withSchemas, err := kafka.New(kafka.Config{Name: "k1", Brokers: kc.Brokers(), Topic: "s.{source}.{db}.{table}", SchemaChangeTopic: "s.{source}",
 			TransactionalID: "dbzddl-k1", Partitions: 1, Format: codec.Format{Name: codec.FormatDebezium, Schemas: true}}, "dbzddl", log)
 		if err != nil {
 			t.Fatal(err)
@@ -135,7 +133,7 @@ func dbzSchemaChangeTopic(t *testing.T, flavor position.Flavor) {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			recs, err := kafkatest.ReadAll(rctx, kc.ListenAddrs(), topic)
+			recs, err := kafkatest.ReadAll(rctx, kc.Brokers(), topic)
 			cancel()
 			if err != nil && !strings.Contains(err.Error(), "UNKNOWN_TOPIC") {
 				t.Fatal(err)

@@ -14,13 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
 	"github.com/sluice-cdc/sluice/sink/kafka"
@@ -61,11 +61,9 @@ func dbzTxnMetadata(t *testing.T, flavor position.Flavor) {
 		"INSERT INTO app.a VALUES (1, 'snap')"); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
+	// A broker of the test's own: its topics are named as Debezium's,
+	// the same in both flavors.
+	kc := kafkaenv.Start(t, nil)
 	log := slog.New(slog.DiscardHandler)
 	formats := []codec.Format{
 		{Name: codec.FormatDebezium, TransactionMetadata: true, SkippedOperations: codec.SkipNone},
@@ -73,7 +71,7 @@ func dbzTxnMetadata(t *testing.T, flavor position.Flavor) {
 	}
 	open := func(i int) pipeline.Sink {
 		tag := "k" + strconv.Itoa(i)
-		s, err := kafka.New(kafka.Config{Name: tag, Brokers: kc.ListenAddrs(), Topic: tag + ".{db}.{table}", TransactionTopic: tag + ".{source}.transaction", SchemaChangeTopic: tag + ".{source}",
+		s, err := kafka.New(kafka.Config{Name: tag, Brokers: kc.Brokers(), Topic: tag + ".{db}.{table}", TransactionTopic: tag + ".{source}.transaction", SchemaChangeTopic: tag + ".{source}",
 			Partitions: 1, Format: formats[i]}, "dbztxn", log)
 		if err != nil {
 			t.Fatal(err)
@@ -169,7 +167,7 @@ func dbzTxnMetadata(t *testing.T, flavor position.Flavor) {
 	// What the two sinks hold, once all is there.
 	var recs map[string][]*kgo.Record
 	complete := func() bool {
-		recs = readTopics(t, kc.ListenAddrs(), `^k[01]\.`)
+		recs = readTopics(t, kc.Brokers(), `^k[01]\.`)
 		trunc0 := slices.ContainsFunc(recs["k0.app.b"], func(r *kgo.Record) bool { return bytes.Contains(r.Value, []byte(`"op":"t"`)) })
 		trunc1 := slices.ContainsFunc(recs["k1.db1"], func(r *kgo.Record) bool { return bytes.Contains(r.Value, []byte("TRUNCATE")) })
 		return len(recs["k0.db1.transaction"]) >= 6 && len(recs["k1.db1.transaction"]) >= 6 && trunc0 && trunc1

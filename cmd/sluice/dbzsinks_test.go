@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
@@ -35,15 +35,12 @@ func runDebeziumNetSinks(t *testing.T, flavor position.Flavor) {
 	ctx := context.Background()
 	ns := natsenv.StartNATS(t)
 	rs := testenv.StartRedis(t)
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "app.log", "app.kv", "app.bulk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
+	kc := kafkaenv.Start(t, nil) // its own: the topics are the tables' names
+	createTopics(t, kc.Brokers(), 1, "app.log", "app.kv", "app.bulk")
 	e.sinks = append(e.sinks,
 		fmt.Sprintf("  - name: nats\n    type: nats\n    format: debezium\n    nats: {url: %q, ack_timeout: 2s}", ns.URL()),
 		fmt.Sprintf("  - name: redis\n    type: redis\n    format: debezium\n    redis: {addr: %q}", rs.Addr()),
-		fmt.Sprintf("  - name: kafka\n    type: kafka\n    format: debezium\n    kafka: {brokers: [%q], request_timeout: 3s, include.schema.changes: false}", kc.ListenAddrs()[0]))
+		fmt.Sprintf("  - name: kafka\n    type: kafka\n    format: debezium\n    kafka: {brokers: [%q], request_timeout: 3s, include.schema.changes: false}", kc.Brokers()[0]))
 	admin := freePort(t)
 	e.writeConfig(t, "admin: {addr: "+admin+"}")
 	log := &syncBuffer{}

@@ -15,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -39,7 +38,7 @@ func (r *kcatRecord) header(k string) (string, bool) {
 	return "", false
 }
 
-// TestKcatReadsDebezium: `sluice run` from a real server into Kafka (kfake)
+// TestKcatReadsDebezium: `sluice run` from a real server into Kafka (a real broker)
 // with a kafka sink in format debezium beside a file sink in format sluice;
 // librdkafka's kcat reads the records with their keys and headers, and
 // every record is the expected one: Debezium's value bytes (no sluice
@@ -62,12 +61,7 @@ func kcatReadsDebezium(t *testing.T, bin, kcat string, flavor position.Flavor) {
 		"INSERT INTO app.t VALUES (1, 1.50, '2024-01-02 03:04:05.678'), (2, -0.01, NULL)", "INSERT INTO app.k VALUES (7)"); err != nil {
 		t.Fatal(err)
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	broker := c.ListenAddrs()[0]
+	broker := kafkaenv.Start(t, nil).Brokers()[0] // its own: the topics are Debezium's names
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`pipeline: kc
 source:

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -38,6 +39,7 @@ var binDir struct {
 func TestMain(m *testing.M) {
 	code := m.Run()
 	closeDebezium()
+	kafkaenv.Stop()
 	if binDir.dir != "" {
 		os.RemoveAll(binDir.dir)
 	}

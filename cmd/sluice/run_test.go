@@ -24,12 +24,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/position"
@@ -644,7 +644,7 @@ func vmHWM(pid int) (int64, error) {
 	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
-// TestRunSinkOutage: Redis stops and Kafka refuses under load; the
+// TestRunSinkOutage: Redis stops and the Kafka broker crashes under load; the
 // pipeline retries with a clear log line, reports the sink down, keeps its memory within the
 // buffer, and when Redis is back delivers everything exactly once.
 func TestRunSinkOutage(t *testing.T) {
@@ -654,7 +654,7 @@ func TestRunSinkOutage(t *testing.T) {
 func runSinkOutage(t *testing.T, flavor position.Flavor) {
 	e := newRunEnv(t, flavor)
 	r := e.withRedis(t)
-	kc := e.withKafka(t)
+	kc := e.withOwnKafka(t)
 	ctx := context.Background()
 	admin := freePort(t)
 	e.writeConfig(t, "admin: {addr: "+admin+"}\n")
@@ -674,17 +674,11 @@ func runSinkOutage(t *testing.T, flavor position.Flavor) {
 	if err := r.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	// Kafka refuses every request (the connection is closed) meanwhile.
-	var refusing atomic.Bool
-	refusing.Store(true)
-	kc.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
-		if !refusing.Load() {
-			kc.DropControl()
-			return nil, nil, false
-		}
-		kc.KeepControl()
-		return nil, errors.New("refused by the test"), true
-	})
+	// Kafka is down too meanwhile (its broker crashed: connections are
+	// refused).
+	if err := kc.Kill(0); err != nil {
+		t.Fatal(err)
+	}
 	// Write under the outage: far more than the 4 MiB buffer holds.
 	end := time.Now().Add(outage())
 	sawDown := false
@@ -710,7 +704,9 @@ func runSinkOutage(t *testing.T, flavor position.Flavor) {
 	if err := r.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	refusing.Store(false)
+	if err := kc.Start(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
 	total := e.w.N()
 	e.waitAll(t, total, log)
 	if !strings.Contains(log.String(), "sink is back; delivery continues") {
@@ -753,16 +749,36 @@ func runSinkOutage(t *testing.T, flavor position.Flavor) {
 	e.checkMaterialized(t)
 }
 
-// withKafka adds a Kafka sink on an in-process kfake cluster.
-func (e *runEnv) withKafka(t *testing.T) *kfake.Cluster {
+// withKafka adds a Kafka sink on the package's shared real Kafka broker
+// (kafkaenv.Shared), with topics and a transactional id of the test's
+// own (a prefix).
+func (e *runEnv) withKafka(t *testing.T) *kafkaenv.Kafka {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "app.log", "app.kv", "app.bulk"))
-	if err != nil {
-		t.Fatal(err)
+	k := kafkaenv.Shared(t)
+	e.addKafka(t, k)
+	return k
+}
+
+// withOwnKafka adds a Kafka sink on a broker of the test's own, for a test
+// that stops or kills it.
+func (e *runEnv) withOwnKafka(t *testing.T) *kafkaenv.Kafka {
+	t.Helper()
+	k := kafkaenv.Start(t, nil)
+	e.addKafka(t, k)
+	return k
+}
+
+func (e *runEnv) addKafka(t *testing.T, k *kafkaenv.Kafka) {
+	t.Helper()
+	prefix := kafkaenv.Name(t, "")
+	var topics []string
+	for _, tbl := range []string{"app.log", "app.kv", "app.bulk"} {
+		topics = append(topics, prefix+"."+tbl)
 	}
-	t.Cleanup(c.Close)
-	e.sinks = append(e.sinks, fmt.Sprintf("  - name: kafka\n    type: kafka\n    kafka: {brokers: [%q], request_timeout: 3s}", c.ListenAddrs()[0]))
-	kr := newKafkaReader(t, c.ListenAddrs(), "app.log", "app.kv", "app.bulk")
+	createTopics(t, k.Brokers(), 3, topics...)
+	e.sinks = append(e.sinks, fmt.Sprintf("  - name: kafka\n    type: kafka\n    kafka: {brokers: [%q], request_timeout: 3s, topic: %q, transactional_id: %q}",
+		k.Brokers()[0], prefix+".{db}.{table}", prefix))
+	kr := newKafkaReader(t, k.Brokers(), topics...)
 	e.kafka = kr
 	e.readers["kafka"] = func() ([]*codec.Event, error) {
 		// As many messages as the file sink holds are expected: a consumer
@@ -774,7 +790,25 @@ func (e *runEnv) withKafka(t *testing.T) *kfake.Cluster {
 		}
 		return kr.read(want)
 	}
-	return c
+}
+
+// createTopics creates the topics, with parts partitions each.
+func createTopics(t *testing.T, brokers []string, parts int32, topics ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := kadm.NewClient(cl).CreateTopics(ctx, parts, 1, nil, topics...)
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("creating topics %v: %v", topics, err)
+	}
 }
 
 // kafkaReader reads the committed records of topics (read_committed)

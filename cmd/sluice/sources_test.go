@@ -13,10 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/internal/workload"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -64,13 +63,10 @@ func newShardsEnv(t *testing.T, bin string, flavors []position.Flavor) *shardsEn
 	e.readers = map[string]func() ([]*codec.Event, error){
 		"file": func() ([]*codec.Event, error) { return workload.ReadFileSink(fileGlob) },
 	}
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "app.log", "app.kv", "app.bulk"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
-	s.kafka = kc.ListenAddrs()[0]
-	kr := newKafkaReader(t, kc.ListenAddrs(), "app.log", "app.kv", "app.bulk")
+	kc := kafkaenv.Start(t, nil) // its own: the topics are the tables' names
+	createTopics(t, kc.Brokers(), 3, "app.log", "app.kv", "app.bulk")
+	s.kafka = kc.Brokers()[0]
+	kr := newKafkaReader(t, kc.Brokers(), "app.log", "app.kv", "app.bulk")
 	e.readers["kafka"] = func() ([]*codec.Event, error) {
 		// As many messages as the file sink holds lines are expected
 		// (counted, not decoded: decoding tens of thousands of lines

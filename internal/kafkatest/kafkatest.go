@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,18 +26,22 @@ import (
 // not. Waiting for a quiet period instead returns too early on a slow
 // machine, where the first fetch can take longer than the quiet period.
 // ctx bounds the read.
+//
+// A real broker answers a transaction's commit (EndTxn) before it has
+// written the commit markers into the partitions, so the last stable
+// offset can lag a commit that has returned by some milliseconds: ReadAll
+// first waits, for up to settle, until no partition has a transaction
+// open (its last stable offset is its end offset), then reads to the last
+// stable offsets, whatever they are by then.
 func ReadAll(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Record, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topics...)
+	ends, err := stableEnds(ctx, kadm.NewClient(cl), topics)
 	if err != nil {
-		return nil, fmt.Errorf("listing the end offsets of %s: %w", strings.Join(topics, ", "), err)
-	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("listing the end offsets of %s: %w", strings.Join(topics, ", "), err)
+		return nil, err
 	}
 	type tp struct {
 		topic string
@@ -82,4 +87,43 @@ func ReadAll(ctx context.Context, brokers []string, topics ...string) ([]*kgo.Re
 		return cmp.Or(strings.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Offset, b.Offset))
 	})
 	return out, nil
+}
+
+// settle bounds ReadAll's wait for open transactions to end.
+const settle = 10 * time.Second
+
+// stableEnds lists the last stable offsets of the topics' partitions once
+// every partition's equals its end offset, or when settle has passed.
+func stableEnds(ctx context.Context, adm *kadm.Client, topics []string) (kadm.ListedOffsets, error) {
+	deadline := time.Now().Add(settle)
+	for {
+		ends, err := adm.ListCommittedOffsets(ctx, topics...)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the last stable offsets of %s: %w", strings.Join(topics, ", "), err)
+		}
+		hwms, err := adm.ListEndOffsets(ctx, topics...)
+		if err == nil {
+			err = hwms.Error()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the end offsets of %s: %w", strings.Join(topics, ", "), err)
+		}
+		open := false
+		ends.Each(func(o kadm.ListedOffset) {
+			if h, ok := hwms.Lookup(o.Topic, o.Partition); ok && h.Offset != o.Offset {
+				open = true
+			}
+		})
+		if !open || time.Now().After(deadline) {
+			return ends, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the transactions on %s to end: %w", strings.Join(topics, ", "), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

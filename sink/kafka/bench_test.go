@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/sluice-cdc/sluice/pipeline"
 )
 
@@ -22,9 +20,9 @@ func renumber(b *pipeline.Batch, first uint64) {
 
 // BenchmarkWrite writes batches of 1000 messages of about 300 bytes (two
 // tables, keys spread over the partitions, a transaction end every third
-// message) to an in-process kfake cluster: one op is one batch, that is
-// one Kafka transaction. The cluster runs in the same process, so it
-// takes its share of the CPU.
+// message) to the package's real Kafka broker (a JVM on this machine,
+// taking its share of the CPU): one op is one batch, that is one Kafka
+// transaction.
 func BenchmarkWrite(b *testing.B) {
 	for _, compression := range []string{"none", "lz4"} {
 		for _, parts := range []int32{1, 6} {
@@ -36,9 +34,9 @@ func BenchmarkWrite(b *testing.B) {
 }
 
 func benchWrite(b *testing.B, cfg Config) {
-	c := newCluster(b, kfake.DefaultNumPartitions(int(cfg.Partitions)))
+	c := newCluster(b)
 	cfg.RequestTimeout = 30 * time.Second
-	s := newSink(b, c.ListenAddrs(), cfg)
+	s := newSink(b, c, cfg)
 	mustRecover(b, s, 1, "")
 	bt := batch(1, 1, benchBatch)
 	for i := range bt.Messages {
@@ -66,7 +64,7 @@ func benchWrite(b *testing.B, cfg Config) {
 func BenchmarkRecover(b *testing.B) {
 	const total = 100000
 	c := newCluster(b)
-	s := newSink(b, c.ListenAddrs(), Config{RequestTimeout: 30 * time.Second, Compression: "lz4"})
+	s := newSink(b, c, Config{RequestTimeout: 30 * time.Second, Compression: "lz4"})
 	mustRecover(b, s, 1, "")
 	bt := batch(1, 1, benchBatch)
 	for next := uint64(1); next <= total; next += benchBatch {

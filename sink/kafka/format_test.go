@@ -23,7 +23,7 @@ func TestConformanceDebezium(t *testing.T) {
 			sinktest.Run(t, sinktest.Target{
 				Format: f,
 				Open: func(t *testing.T, ns string) pipeline.Sink {
-					return newSink(t, c.ListenAddrs(), Config{Topic: "d" + ns + ".{db}.{table}", SchemaChangeTopic: "d" + ns + ".{source}", TransactionalID: "txd-" + ns, Format: f})
+					return newSink(t, c, Config{Topic: "d" + ns + ".{db}.{table}", SchemaChangeTopic: "d" + ns + ".{source}", TransactionalID: "txd-" + ns, Format: f})
 				},
 			})
 		})
@@ -76,10 +76,10 @@ func TestTombstones(t *testing.T) {
 				ms = append(ms, m)
 			}
 			prefix := "tomb-" + tc.name
-			s := newSink(t, c.ListenAddrs(), Config{Topic: prefix + ".{db}.{table}", TransactionalID: "tx-" + prefix, Format: tc.f, Tombstones: tc.tombstones})
+			s := newSink(t, c, Config{Topic: prefix + ".{db}.{table}", TransactionalID: "tx-" + prefix, Format: tc.f, Tombstones: tc.tombstones})
 			mustRecover(t, s, 1, "")
 			mustWrite(t, s, &pipeline.Batch{Epoch: 1, Messages: sinktest.Stamp(ms, 1)})
-			rs := readAll(t, c.ListenAddrs(), prefix+".shop.items", prefix+".shop.log")
+			rs := readAll(t, c, prefix+".shop.items", prefix+".shop.log")
 			tombs, deletes := 0, map[string]string{} // key -> seq of the delete
 			for _, r := range rs {
 				seq, _ := header(r, pipeline.HeaderSeq)
@@ -116,7 +116,7 @@ func TestTombstones(t *testing.T) {
 			}
 			// Recovery from scratch: what the deletes say, the tombstones
 			// adding nothing.
-			s2 := newSink(t, c.ListenAddrs(), Config{Topic: prefix + ".{db}.{table}", TransactionalID: "tx-" + prefix, Format: tc.f, Tombstones: tc.tombstones})
+			s2 := newSink(t, c, Config{Topic: prefix + ".{db}.{table}", TransactionalID: "tx-" + prefix, Format: tc.f, Tombstones: tc.tombstones})
 			rec := mustRecover(t, s2, 2, "")
 			want := sinktest.Expect(ms)
 			if rec.MaxSeq != want.MaxSeq || !maps.Equal(rec.Ends, want.Ends) || len(rec.Partial) != 0 {
@@ -153,7 +153,7 @@ func TestSchemaChangesNotWritten(t *testing.T) {
 	ms := []pipeline.Message{row(1, 1), ddl(2), row(3, 2), ddl(4)}
 	ms[3].End = end
 	off := false
-	s := newSink(t, c.ListenAddrs(), Config{Topic: "nosc.{db}.{table}", TransactionalID: "tx-nosc", Format: f, IncludeSchemaChanges: &off})
+	s := newSink(t, c, Config{Topic: "nosc.{db}.{table}", TransactionalID: "tx-nosc", Format: f, IncludeSchemaChanges: &off})
 	mustRecover(t, s, 1, "")
 	if n := s.SchemaChangesNotWritten(); n != 0 {
 		t.Fatalf("before writing: %d schema changes not written, want 0", n)
@@ -162,7 +162,7 @@ func TestSchemaChangesNotWritten(t *testing.T) {
 	if n := s.SchemaChangesNotWritten(); n != 2 {
 		t.Errorf("%d schema changes not written, want 2", n)
 	}
-	rs := readAll(t, c.ListenAddrs(), "nosc.shop.items") // no topic s1 was made
+	rs := readAll(t, c, "nosc.shop.items") // no topic s1 was made
 	var seqs []string
 	for _, r := range rs {
 		seq, _ := header(r, pipeline.HeaderSeq)

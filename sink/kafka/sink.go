@@ -237,6 +237,10 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	return s, nil
 }
 
+// metadataMinAge is the least time between two metadata requests of the
+// client (kgo's default is 5 s).
+const metadataMinAge = 250 * time.Millisecond
+
 // clientOpts returns the options of both clients.
 func clientOpts(cfg Config, log *slog.Logger) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{
@@ -245,6 +249,14 @@ func clientOpts(cfg Config, log *slog.Logger) ([]kgo.Opt, error) {
 		kgo.DialTimeout(min(cfg.RequestTimeout, 10*time.Second)),
 		kgo.RequestTimeoutOverhead(min(cfg.RequestTimeout, 10*time.Second)),
 		kgo.RetryTimeout(cfg.RequestTimeout),
+		// A partition of a topic just created can answer a produce with
+		// NOT_LEADER_FOR_PARTITION while the metadata already names its
+		// leader (Kafka 4.4 in KRaft: the broker publishes the topic
+		// before it has become the partition's leader); the client
+		// retries after its next metadata refresh, and the default
+		// minimum age of 5 s made every first write to a new topic wait
+		// 5 s (and fail with a request_timeout of 5 s or less).
+		kgo.MetadataMinAge(metadataMinAge),
 		kgo.WithLogger(kgoLogger{log}),
 	}
 	if t := cfg.TLS; t != nil {

@@ -1,11 +1,14 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
+	"os"
+	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -14,12 +17,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/kafkatest"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -34,23 +41,88 @@ func testCtx(t testing.TB) context.Context {
 
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// newCluster starts an in-process Kafka cluster of one broker, stopped at
-// the end of the test.
-func newCluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+// TestMain stops the package's shared Kafka broker after its tests.
+func TestMain(m *testing.M) { kafkaenv.Main(m) }
+
+// cluster is a test's part of a real Kafka (throwaway Apache Kafka 4.4,
+// see internal/testenv/kafkaenv): its brokers, and a prefix that makes the
+// test's topics and transactional ids its own on a broker that the
+// package's tests share.
+type cluster struct {
+	k      *kafkaenv.Kafka
+	addrs  []string // the brokers when k is nil (kfake)
+	prefix string
+}
+
+// newCluster returns the package's shared broker, with a prefix of the
+// test's own.
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	return &cluster{k: kafkaenv.Shared(t), prefix: kafkaenv.Name(t, "")}
+}
+
+// ownCluster starts a one-node broker for the test alone (one it crashes
+// or stops), with server properties config, stopped at the end of the
+// test.
+func ownCluster(t testing.TB, config map[string]string) *cluster {
+	t.Helper()
+	return &cluster{k: kafkaenv.Start(t, config), prefix: kafkaenv.Name(t, "")}
+}
+
+// ListenAddrs are the seed brokers.
+func (c *cluster) ListenAddrs() []string {
+	if c.k == nil {
+		return c.addrs
+	}
+	return c.k.Brokers()
+}
+
+// topic is the test's topic name.
+func (c *cluster) topic(name string) string { return c.prefix + "." + name }
+
+// createTopic creates the test's topics name with parts partitions each.
+func (c *cluster) createTopic(t testing.TB, parts int32, names ...string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
-	return c
+	defer cl.Close()
+	var topics []string
+	for _, n := range names {
+		topics = append(topics, c.topic(n))
+	}
+	resp, err := kadm.NewClient(cl).CreateTopics(testCtx(t), parts, 1, nil, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("creating topics %v: %v", topics, err)
+	}
 }
 
-// newSink makes a sink on brokers with 3 partitions per created topic and
-// short timeouts, closed at the end of the test.
-func newSink(t testing.TB, brokers []string, cfg Config) *Sink {
+// newSink makes a sink on c with 3 partitions per created topic and short
+// timeouts, closed at the end of the test. The test's prefix goes before
+// every topic template (the defaults' too: the table topics', and in
+// format debezium the schema-change, transaction and heartbeat topics')
+// and before a transactional id;
+// a sink of the default name without one gets the prefix as its id (one
+// with another name keeps the default, "sluice-p1-<name>").
+func newSink(t testing.TB, c *cluster, cfg Config) *Sink {
 	t.Helper()
-	cfg.Brokers = brokers
+	cfg.Brokers = c.ListenAddrs()
+	cfg.Topic = c.topic(cmp.Or(cfg.Topic, DefaultTopic))
+	if cfg.Format.Name == codec.FormatDebezium {
+		cfg.SchemaChangeTopic = c.topic(cmp.Or(cfg.SchemaChangeTopic, DefaultSchemaChangeTopic))
+		cfg.TransactionTopic = c.topic(cmp.Or(cfg.TransactionTopic, DefaultTransactionTopic))
+		cfg.HeartbeatTopicsPrefix = c.topic(cmp.Or(cfg.HeartbeatTopicsPrefix, DefaultHeartbeatTopicsPrefix))
+	}
+	switch {
+	case cfg.TransactionalID != "":
+		cfg.TransactionalID = c.prefix + "-" + cfg.TransactionalID
+	case cfg.Name == "" || cfg.Name == DefaultName:
+		cfg.TransactionalID = c.prefix
+	}
 	if cfg.Partitions == 0 {
 		cfg.Partitions = 3
 	}
@@ -136,11 +208,15 @@ func mustWrite(t testing.TB, s *Sink, b *pipeline.Batch) string {
 	return off
 }
 
-// readAll returns every committed record of the topics, read by a
+// readAll returns every committed record of the test's topics, read by a
 // read_committed consumer, in partition order.
-func readAll(t testing.TB, brokers []string, topics ...string) []*kgo.Record {
+func readAll(t testing.TB, c *cluster, topics ...string) []*kgo.Record {
 	t.Helper()
-	recs, err := kafkatest.ReadAll(testCtx(t), brokers, topics...)
+	var names []string
+	for _, n := range topics {
+		names = append(names, c.topic(n))
+	}
+	recs, err := kafkatest.ReadAll(testCtx(t), c.ListenAddrs(), names...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +246,67 @@ func seqsOf(t testing.TB, rs []*kgo.Record) []uint64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// kcatRecord is one record as `kcat -C -J` prints it.
+type kcatRecord struct {
+	Topic   string   `json:"topic"`
+	Headers []string `json:"headers"`
+}
+
+// kcatSeqs returns the sorted sluice-seq headers of the committed records
+// of the test's topics as librdkafka's kcat reads them
+// (isolation.level=read_committed): a second opinion, from another
+// client, on what a read_committed consumer sees.
+func kcatSeqs(t testing.TB, c *cluster, topics ...string) []uint64 {
+	t.Helper()
+	kcat, err := throwaway.EnsureKcat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []uint64
+	for _, topic := range topics {
+		cmd := exec.CommandContext(testCtx(t), kcat, "-C", "-b", strings.Join(c.ListenAddrs(), ","), "-t", c.topic(topic),
+			"-o", "beginning", "-e", "-J", "-q", "-X", "isolation.level=read_committed")
+		b, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("kcat reading %s: %v\n%s", c.topic(topic), err, b)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if line == "" {
+				continue
+			}
+			var r kcatRecord
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("kcat printed %q: %v", line, err)
+			}
+			for i := 0; i+1 < len(r.Headers); i += 2 {
+				if r.Headers[i] == pipeline.HeaderSeq {
+					n, err := strconv.ParseUint(r.Headers[i+1], 10, 64)
+					if err != nil {
+						t.Fatalf("kcat: %s header %q: %v", pipeline.HeaderSeq, r.Headers[i+1], err)
+					}
+					out = append(out, n)
+				}
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkOnce checks that the test's topics hold the records of seqs
+// first..last once each, read by franz-go and by kcat, both
+// read_committed.
+func checkOnce(t testing.TB, c *cluster, first, last uint64, topics ...string) {
+	t.Helper()
+	want := seqRange(first, last)
+	if got := seqsOf(t, readAll(t, c, topics...)); !slices.Equal(got, want) {
+		t.Fatalf("seqs %v, want %d..%d once each", got, first, last)
+	}
+	if got := kcatSeqs(t, c, topics...); !slices.Equal(got, want) {
+		t.Fatalf("kcat reads seqs %v, want %d..%d once each", got, first, last)
+	}
 }
 
 func seqRange(first, last uint64) []uint64 {
@@ -235,8 +372,7 @@ func TestMurmur2MatchesJava(t *testing.T) {
 
 func TestWriteReadBack(t *testing.T) {
 	c := newCluster(t)
-	brokers := c.ListenAddrs()
-	s := newSink(t, brokers, Config{})
+	s := newSink(t, c, Config{})
 	rec := mustRecover(t, s, 4, "")
 	if rec.MaxSeq != 0 || len(rec.Ends) != 0 || rec.Offset != "{}" {
 		t.Fatalf("Recover on an empty cluster = %+v, want nothing at offset {}", rec)
@@ -246,7 +382,7 @@ func TestWriteReadBack(t *testing.T) {
 	off := mustWrite(t, s, b2)
 
 	topics := []string{"shop.orders", "shop.order_lines"} // '.' in a name becomes '_'
-	got := readAll(t, brokers, topics...)
+	got := readAll(t, c, topics...)
 	want := map[uint64]*pipeline.Message{}
 	for _, b := range []*pipeline.Batch{b1, b2} {
 		for i := range b.Messages {
@@ -265,9 +401,9 @@ func TestWriteReadBack(t *testing.T) {
 			t.Fatalf("record %s/%d@%d has seq %q, not written", r.Topic, r.Partition, r.Offset, v)
 		}
 		delete(want, seq)
-		wantTopic := "shop.orders"
+		wantTopic := c.topic("shop.orders")
 		if m.Table == "order.lines" {
-			wantTopic = "shop.order_lines"
+			wantTopic = c.topic("shop.order_lines")
 		}
 		if r.Topic != wantTopic || string(r.Key) != string(m.Key) || string(r.Value) != string(m.Value) {
 			t.Errorf("seq %d: topic %s key %s value %.40s..., want %s %s %.40s...", seq, r.Topic, r.Key, r.Value, wantTopic, m.Key, m.Value)
@@ -303,8 +439,7 @@ func TestWriteReadBack(t *testing.T) {
 
 func TestRecover(t *testing.T) {
 	c := newCluster(t)
-	brokers := c.ListenAddrs()
-	s := newSink(t, brokers, Config{})
+	s := newSink(t, c, Config{})
 	mustRecover(t, s, 1, "")
 	off1 := mustWrite(t, s, batch(1, 1, 10))
 	off2 := mustWrite(t, s, batch(1, 11, 25)) // the last end: 25
@@ -328,7 +463,7 @@ func TestRecover(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSink(t, brokers, Config{})
+			s := newSink(t, c, Config{})
 			rec := mustRecover(t, s, 2, tc.offset)
 			if rec.MaxSeq != tc.maxSeq || !sameEnd(rec.Offset, off3) {
 				t.Fatalf("Recover(%q) = MaxSeq %d offset %s, want %d %s", tc.offset, rec.MaxSeq, rec.Offset, tc.maxSeq, off3)
@@ -348,12 +483,10 @@ func TestRecover(t *testing.T) {
 			}
 		})
 	}
-	s2 := newSink(t, brokers, Config{})
+	s2 := newSink(t, c, Config{})
 	mustRecover(t, s2, 2, off3)
 	mustWrite(t, s2, batch(2, 32, 40))
-	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 40)) {
-		t.Fatalf("seqs %v", got)
-	}
+	checkOnce(t, c, 1, 40, "shop.orders", "shop.order_lines")
 }
 
 // Records that are not this pipeline's committed records are not
@@ -361,10 +494,12 @@ func TestRecover(t *testing.T) {
 // transactional id (aborted by Recover), another producer's aborted
 // transaction, another pipeline's records and records without headers.
 func TestRecoverSeesOnlyCommittedRecordsOfItsPipeline(t *testing.T) {
-	c := newCluster(t, kfake.SeedTopics(3, "shop.orders"))
+	c := newCluster(t)
+	c.createTopic(t, 3, "shop.orders")
 	brokers := c.ListenAddrs()
+	orders := c.topic("shop.orders")
 	ctx := testCtx(t)
-	s := newSink(t, brokers, Config{})
+	s := newSink(t, c, Config{})
 	mustRecover(t, s, 1, "")
 	mustWrite(t, s, batchOn(1, 1, 10, "orders"))
 
@@ -387,7 +522,7 @@ func TestRecoverSeesOnlyCommittedRecordsOfItsPipeline(t *testing.T) {
 		return cl
 	}
 	// Another producer's aborted transaction.
-	other := txnProduce("someone-else", &kgo.Record{Topic: "shop.orders", Key: []byte("a"), Headers: hdrs("200", testPipeline)})
+	other := txnProduce("someone-else", &kgo.Record{Topic: orders, Key: []byte("a"), Headers: hdrs("200", testPipeline)})
 	if err := other.EndTransaction(ctx, kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
@@ -398,18 +533,18 @@ func TestRecoverSeesOnlyCommittedRecordsOfItsPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := plain.ProduceSync(ctx,
-		&kgo.Record{Topic: "shop.orders", Key: []byte("b"), Headers: hdrs("300", "another")},
-		&kgo.Record{Topic: "shop.orders", Key: []byte("c"), Value: []byte("hello")},
+		&kgo.Record{Topic: orders, Key: []byte("b"), Headers: hdrs("300", "another")},
+		&kgo.Record{Topic: orders, Key: []byte("c"), Value: []byte("hello")},
 	).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	plain.Close()
 	// A transaction of the sink's transactional id left open (a process
 	// that died before committing).
-	open := txnProduce(s.TransactionalID(), &kgo.Record{Topic: "shop.orders", Key: []byte("d"), Headers: hdrs("100", testPipeline)})
+	open := txnProduce(s.TransactionalID(), &kgo.Record{Topic: orders, Key: []byte("d"), Headers: hdrs("100", testPipeline)})
 	open.Close()
 
-	s2 := newSink(t, brokers, Config{})
+	s2 := newSink(t, c, Config{})
 	rec := mustRecover(t, s2, 1, "")
 	if rec.MaxSeq != 10 {
 		t.Fatalf("MaxSeq %d, want 10 (the committed records of the pipeline)", rec.MaxSeq)
@@ -425,14 +560,13 @@ func TestRecoverSeesOnlyCommittedRecordsOfItsPipeline(t *testing.T) {
 
 func TestFencing(t *testing.T) {
 	c := newCluster(t)
-	brokers := c.ListenAddrs()
-	s1 := newSink(t, brokers, Config{})
+	s1 := newSink(t, c, Config{})
 	mustRecover(t, s1, 1, "")
 	off1 := mustWrite(t, s1, batch(1, 1, 10))
 
 	// A new process (epoch 2) starts with the same transactional id: its
 	// producer fences the first one's.
-	s2 := newSink(t, brokers, Config{})
+	s2 := newSink(t, c, Config{})
 	if rec := mustRecover(t, s2, 2, off1); rec.MaxSeq != 0 {
 		t.Fatalf("MaxSeq %d", rec.MaxSeq)
 	}
@@ -449,9 +583,7 @@ func TestFencing(t *testing.T) {
 		t.Fatalf("zombie Recover: %v, want ErrFenced", err)
 	}
 	mustWrite(t, s2, batch(2, 21, 30))
-	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 30)) {
-		t.Fatalf("seqs %v", got)
-	}
+	checkOnce(t, c, 1, 30, "shop.orders", "shop.order_lines")
 
 	// A batch of a lower epoch than the sink recovered under is refused.
 	if _, err := s2.Write(testCtx(t), batch(1, 31, 32)); !errors.Is(err, pipeline.ErrFenced) {
@@ -462,32 +594,32 @@ func TestFencing(t *testing.T) {
 // A topic created after the checkpoint (a new table) is found by the
 // recovery from that checkpoint, as is one with a fixed name.
 func TestRecoverFindsNewTopics(t *testing.T) {
-	c := newCluster(t, kfake.SeedTopics(2, "unrelated", "other.topic"))
-	brokers := c.ListenAddrs()
-	s := newSink(t, brokers, Config{Topic: "cdc.{db}.{table}"})
+	c := newCluster(t)
+	c.createTopic(t, 2, "unrelated", "other.topic")
+	s := newSink(t, c, Config{Topic: "cdc.{db}.{table}"})
 	mustRecover(t, s, 1, "")
 	off := mustWrite(t, s, batchOn(1, 1, 5, "a"))
 	mustWrite(t, s, batchOn(1, 6, 9, "b"))
-	if strings.Contains(off, "cdc.shop.b") {
+	if strings.Contains(off, c.topic("cdc.shop.b")) {
 		t.Fatalf("offset %s already names the new topic", off)
 	}
-	s2 := newSink(t, brokers, Config{Topic: "cdc.{db}.{table}"})
+	s2 := newSink(t, c, Config{Topic: "cdc.{db}.{table}"})
 	rec := mustRecover(t, s2, 1, off)
 	if rec.MaxSeq != 9 || rec.Ends["src"].Seq != 9 {
 		t.Fatalf("Recover = MaxSeq %d ends %+v, want 9", rec.MaxSeq, rec.Ends)
 	}
-	if strings.Contains(rec.Offset, "unrelated") || !strings.Contains(rec.Offset, `"cdc.shop.b"`) {
+	if strings.Contains(rec.Offset, "unrelated") || !strings.Contains(rec.Offset, `"`+c.topic("cdc.shop.b")+`"`) {
 		t.Fatalf("offset %s", rec.Offset)
 	}
 
-	fixed := newSink(t, brokers, Config{Name: "k2", Topic: "all-changes", Partitions: 1})
+	fixed := newSink(t, c, Config{Name: "k2", Topic: "all-changes", Partitions: 1})
 	if fixed.TransactionalID() != "sluice-p1-k2" {
 		t.Fatalf("transactional id %q", fixed.TransactionalID())
 	}
 	mustRecover(t, fixed, 1, "")
 	offF := mustWrite(t, fixed, batch(1, 1, 3))
 	mustWrite(t, fixed, batch(1, 4, 6))
-	if !sameEnd(offF, `{"all-changes":{"0":3}}`) {
+	if !sameEnd(offF, `{"`+c.topic("all-changes")+`":{"0":3}}`) {
 		t.Fatalf("offset %s", offF)
 	}
 	rec = mustRecover(t, fixed, 1, offF)
@@ -514,62 +646,83 @@ func sameEnd(a, b string) bool {
 	return true
 }
 
-// freePort returns a TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+// The broker crashes (SIGKILL): Write fails within its timeouts; once the
+// broker is back (same ports, same data), Recover and Write again lose
+// and repeat nothing.
+//
+// The crash comes after the commit markers of the last transaction are
+// in every partition (EndTxn is answered before they are written): a
+// crash before that can leave a partition with a transaction that never
+// ends, see TestKillBeforeMarkers.
+func TestOutage(t *testing.T) {
+	outage(t, true)
 }
 
-// The cluster goes away: Write fails within its timeouts; once the
-// cluster is back, Recover and Write again lose and repeat nothing.
-func TestOutage(t *testing.T) {
-	dir := t.TempDir()
-	port := freePort(t)
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir), kfake.SyncWrites()}
-	c, err := kfake.NewCluster(opts...)
-	if err != nil {
-		t.Fatal(err)
+// TestKillBeforeMarkers is TestOutage with the crash right after the
+// commit returned. On Apache Kafka 4.4.0 (transaction version 2) it
+// fails: after the restart the first transaction has no commit marker in
+// any partition, the coordinator's epoch has moved on as if it had
+// committed, and a partition that the next transaction does not write
+// keeps it open for ever: its last stable offset stays at its start, so
+// that read_committed consumers (and the sink's recovery) never see its
+// records. Run with SLUICE_KAFKA_KILL_BEFORE_MARKERS=1 (it fails in about
+// two runs out of three).
+func TestKillBeforeMarkers(t *testing.T) {
+	if os.Getenv("SLUICE_KAFKA_KILL_BEFORE_MARKERS") == "" {
+		t.Skip("a broker fault of Kafka 4.4.0 (a hanging transaction after kill -9 before the commit markers): set SLUICE_KAFKA_KILL_BEFORE_MARKERS=1 to run it")
 	}
-	brokers := c.ListenAddrs()
-	s := newSink(t, brokers, Config{RequestTimeout: time.Second})
+	outage(t, false)
+}
+
+func outage(t *testing.T, afterMarkers bool) {
+	c := ownCluster(t, nil)
+	s := newSink(t, c, Config{RequestTimeout: time.Second})
 	mustRecover(t, s, 1, "")
 	off := mustWrite(t, s, batch(1, 1, 10))
-	c.Close()
-
-	start := time.Now()
-	_, err = s.Write(testCtx(t), batch(1, 11, 20))
-	if err == nil || errors.Is(err, pipeline.ErrFenced) {
-		t.Fatalf("Write with the cluster down: %v, want a retryable error", err)
+	if afterMarkers {
+		// readAll waits until no partition has a transaction open.
+		if got := seqsOf(t, readAll(t, c, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 10)) {
+			t.Fatalf("seqs %v before the crash, want 1..10", got)
+		}
 	}
-	t.Logf("Write with the cluster down failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
-	if _, err := s.Recover(testCtx(t), 1, off); err == nil {
-		t.Fatal("Recover with the cluster down succeeded")
-	}
-
-	c, err = kfake.NewCluster(opts...)
-	if err != nil {
+	if err := c.k.Kill(0); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+
+	start := time.Now()
+	_, err := s.Write(testCtx(t), batch(1, 11, 20))
+	if err == nil || errors.Is(err, pipeline.ErrFenced) {
+		t.Fatalf("Write with the broker down: %v, want a retryable error", err)
+	}
+	t.Logf("Write with the broker down failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	if _, err := s.Recover(testCtx(t), 1, off); err == nil {
+		t.Fatal("Recover with the broker down succeeded")
+	}
+
+	if err := c.k.Start(testCtx(t), 0); err != nil {
+		t.Fatal(err)
+	}
 	rec := mustRecover(t, s, 1, off)
 	mustWrite(t, s, after(batch(1, 11, 20), rec.MaxSeq))
-	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 20)) {
-		t.Fatalf("seqs %v, want 1..20 once each", got)
-	}
+	checkOnce(t, c, 1, 20, "shop.orders", "shop.order_lines")
 }
 
 // The commit fails after every record was sent: the records stay
 // invisible, Recover aborts their transaction, and writing again delivers
 // each message once.
+//
+// This test alone runs on kfake (franz-go's in-process fake broker): it
+// cuts the connection on the EndTxn request and on no other, after every
+// produce of the transaction was answered, a fault that no real broker
+// can be made to produce at that exact step from outside the sink.
 func TestCommitFails(t *testing.T) {
-	c := newCluster(t)
-	brokers := c.ListenAddrs()
-	s := newSink(t, brokers, Config{RequestTimeout: 2 * time.Second})
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	fc := &cluster{addrs: c.ListenAddrs(), prefix: kafkaenv.Name(t, "")}
+	s := newSink(t, fc, Config{RequestTimeout: 2 * time.Second})
 	mustRecover(t, s, 1, "")
 	off := mustWrite(t, s, batch(1, 1, 10))
 	var cut atomic.Bool
@@ -594,30 +747,29 @@ func TestCommitFails(t *testing.T) {
 		t.Fatalf("Recover observed MaxSeq %d from the uncommitted transaction", rec.MaxSeq)
 	}
 	mustWrite(t, s, after(b, rec.MaxSeq))
-	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 20)) {
+	if got := seqsOf(t, readAll(t, fc, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 20)) {
 		t.Fatalf("seqs %v, want 1..20 once each", got)
 	}
 }
 
-// A broker that takes produce requests and never answers: Write gives up
-// after its timeout rather than waiting for ever, and once the broker
-// answers again, Recover and Write deliver each message once.
+// A broker that hangs (SIGSTOP: its connections stay open, nothing is
+// answered) while the sink writes: Write gives up after its timeout
+// rather than waiting for ever, and once the broker goes on (SIGCONT),
+// Recover and Write deliver each message once.
 func TestStalledBroker(t *testing.T) {
-	c := newCluster(t)
-	brokers := c.ListenAddrs()
-	s := newSink(t, brokers, Config{RequestTimeout: time.Second})
+	c := ownCluster(t, nil)
+	s := newSink(t, c, Config{RequestTimeout: time.Second})
 	mustRecover(t, s, 1, "")
 	off := mustWrite(t, s, batch(1, 1, 10))
-	var stall atomic.Bool
-	stall.Store(true)
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
-		if !stall.Load() {
-			c.DropControl()
-			return nil, nil, false
+	if err := c.k.Pause(0); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = c.k.Resume(0)
 		}
-		c.KeepControl()
-		return nil, nil, true // no answer
-	})
+	}()
 	start := time.Now()
 	b := batch(1, 11, 20)
 	_, err := s.Write(testCtx(t), b)
@@ -625,28 +777,30 @@ func TestStalledBroker(t *testing.T) {
 		t.Fatal("Write to a stalled broker succeeded")
 	}
 	t.Logf("Write to a stalled broker failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
-	stall.Store(false)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Write to a stalled broker took %v, want about its 1 s request timeout (at most twice)", took)
+	}
+	if err := c.k.Resume(0); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
 	rec := mustRecover(t, s, 1, off)
 	mustWrite(t, s, after(b, rec.MaxSeq))
-	if got := seqsOf(t, readAll(t, brokers, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 20)) {
-		t.Fatalf("seqs %v, want 1..20 once each", got)
-	}
+	checkOnce(t, c, 1, 20, "shop.orders", "shop.order_lines")
 }
 
 func TestCreateTopicsOff(t *testing.T) {
-	c := newCluster(t, kfake.SeedTopics(1, "shop.orders"))
-	brokers := c.ListenAddrs()
+	c := newCluster(t)
+	c.createTopic(t, 1, "shop.orders")
 	off := false
-	s := newSink(t, brokers, Config{CreateTopics: &off})
+	s := newSink(t, c, Config{CreateTopics: &off})
 	mustRecover(t, s, 1, "")
 	mustWrite(t, s, batchOn(1, 1, 2, "orders"))
 	_, err := s.Write(testCtx(t), batchOn(1, 3, 4, "items"))
-	if err == nil || !strings.Contains(err.Error(), "shop.items does not exist and create_topics is false") {
+	if err == nil || !strings.Contains(err.Error(), c.topic("shop.items")+" does not exist and create_topics is false") {
 		t.Fatalf("Write to a missing topic: %v", err)
 	}
-	if err := c.CreateTopic("shop.items", 1, nil); err != nil {
-		t.Fatal(err)
-	}
+	c.createTopic(t, 1, "shop.items")
 	rec := mustRecover(t, s, 1, "")
 	if rec.MaxSeq != 2 {
 		t.Fatalf("MaxSeq %d", rec.MaxSeq)
@@ -656,7 +810,7 @@ func TestCreateTopicsOff(t *testing.T) {
 
 func TestRecordTooLarge(t *testing.T) {
 	c := newCluster(t)
-	s := newSink(t, c.ListenAddrs(), Config{MaxRecordBytes: 2000})
+	s := newSink(t, c, Config{MaxRecordBytes: 2000})
 	mustRecover(t, s, 1, "")
 	b := batch(1, 1, 3)
 	b.Messages[1].Value = []byte(strings.Repeat("y", 3000))
@@ -666,23 +820,37 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 }
 
+// SASL on a real broker's SASL_PLAINTEXT listener, with each mechanism
+// sluice offers: the right password writes, a wrong one fails without
+// naming the password.
 func TestSASL(t *testing.T) {
-	c := newCluster(t, kfake.EnableSASL(), kfake.Superuser("SCRAM-SHA-256", "sluice", "s3cret"))
-	s := newSink(t, c.ListenAddrs(), Config{SASL: &SASLConfig{Mechanism: "scram-sha-256", User: "sluice", Password: "s3cret"}})
-	mustRecover(t, s, 1, "")
-	mustWrite(t, s, batch(1, 1, 5))
+	k := kafkaenv.StartSASL(t, map[string]string{"sluice": "s3cret"})
+	for _, mech := range []string{"PLAIN", "scram-sha-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			c := &cluster{addrs: k.SASLBrokers(), prefix: kafkaenv.Name(t, "")}
+			s := newSink(t, c, Config{SASL: &SASLConfig{Mechanism: mech, User: "sluice", Password: "s3cret"}})
+			mustRecover(t, s, 1, "")
+			mustWrite(t, s, batch(1, 1, 5))
+			if got := seqsOf(t, readAll(t, &cluster{k: k, prefix: c.prefix}, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 5)) {
+				t.Fatalf("seqs %v, want 1..5", got)
+			}
 
-	bad := newSink(t, c.ListenAddrs(), Config{SASL: &SASLConfig{Mechanism: "SCRAM-SHA-256", User: "sluice", Password: "wrong"}, RequestTimeout: time.Second})
-	if _, err := bad.Recover(testCtx(t), 1, ""); err == nil {
-		t.Fatal("Recover with a wrong password succeeded")
-	} else {
-		t.Logf("wrong password: %v", err)
+			bad := newSink(t, c, Config{SASL: &SASLConfig{Mechanism: mech, User: "sluice", Password: "wrong-pw"}, RequestTimeout: time.Second})
+			_, err := bad.Recover(testCtx(t), 1, "")
+			if err == nil {
+				t.Fatal("Recover with a wrong password succeeded")
+			}
+			t.Logf("wrong password: %v", err)
+			if strings.Contains(err.Error(), "wrong-pw") {
+				t.Errorf("the error names the password: %v", err)
+			}
+		})
 	}
 }
 
 func TestBadOffset(t *testing.T) {
 	c := newCluster(t)
-	s := newSink(t, c.ListenAddrs(), Config{})
+	s := newSink(t, c, Config{})
 	if _, err := s.Recover(testCtx(t), 1, "1234"); err == nil || !strings.Contains(err.Error(), "another kind of sink") {
 		t.Fatalf("Recover with a NATS-like offset: %v", err)
 	}
@@ -694,7 +862,7 @@ func TestBadOffset(t *testing.T) {
 // Close leaves no goroutine of the Kafka client behind.
 func TestCloseReleases(t *testing.T) {
 	c := newCluster(t)
-	s := newSink(t, c.ListenAddrs(), Config{})
+	s := newSink(t, c, Config{})
 	mustRecover(t, s, 1, "")
 	mustWrite(t, s, batch(1, 1, 10))
 	mustRecover(t, s, 1, "")
