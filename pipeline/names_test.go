@@ -15,13 +15,13 @@ import (
 	gonats "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	goredis "github.com/redis/go-redis/v9"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/checkpoint"
 	"github.com/sluice-cdc/sluice/internal/kafkatest"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
@@ -60,11 +60,7 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 	db := testenv.StartT(t, testenv.Options{Flavor: flavor, Extra: []string{"--character-set-server=latin1", "--collation-server=latin1_swedish_ci"}})
 	ns := natsenv.StartNATS(t)
 	rs := testenv.StartRedis(t)
-	kc, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kc.Close)
+	kc := kafkaenv.Start(t, nil) // its own broker: each flavor's topics have the same names
 
 	tables := append([][2]string(nil), namesTables...)
 	// Identifiers beyond the BMP: a server that keeps one has it tested
@@ -125,7 +121,7 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks, err := kafka.New(kafka.Config{Name: "kafka", Brokers: kc.ListenAddrs(), Partitions: 1}, "names", log)
+	ks, err := kafka.New(kafka.Config{Name: "kafka", Brokers: kc.Brokers(), Partitions: 1}, "names", log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -292,7 +288,7 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 	for _, tbl := range tables {
 		topic := kafkaTopic(tbl[0], tbl[1])
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		recs, err := kafkatest.ReadAll(rctx, kc.ListenAddrs(), topic)
+		recs, err := kafkatest.ReadAll(rctx, kc.Brokers(), topic)
 		cancel()
 		if err != nil || len(recs) != perTable[tbl] {
 			t.Errorf("kafka topic %q of %s: %d records, %v; want %d", topic, sqlstmt.QuoteName(tbl[0], tbl[1]), len(recs), err, perTable[tbl])
@@ -350,7 +346,7 @@ func namesEverySink(t *testing.T, flavor position.Flavor) {
 		filter, pair := "coll.*", [2][2]string{{"coll", "a b"}, {"coll", "a_b"}}
 		switch name {
 		case "kafka":
-			s, err = kafka.New(kafka.Config{Name: "kafka", Brokers: kc.ListenAddrs(), Partitions: 1}, "coll", log)
+			s, err = kafka.New(kafka.Config{Name: "kafka", Brokers: kc.Brokers(), Partitions: 1}, "coll", log)
 		case "nats":
 			s, err = natssink.New(natssink.Config{Name: "nats", URL: ns.URL(), Subject: "coll.{db}.{table}"}, "coll", log)
 		default:
