@@ -46,6 +46,7 @@ import (
 	"time"
 
 	"github.com/sluice-cdc/sluice/internal/flock"
+	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 )
 
 // DebeziumVersion is the version of every Debezium module the harness runs.
@@ -75,7 +76,7 @@ func Build(ctx context.Context) (classpath string, err error) {
 	if err != nil {
 		return "", err
 	}
-	cache, err := cacheDir()
+	cache, err := throwaway.CacheDir()
 	if err != nil {
 		return "", err
 	}
@@ -462,19 +463,6 @@ func copyTree(src, dst string) error {
 		}
 	}
 	return nil
-}
-
-// cacheDir is throwaway's test cache: $SLUICE_TESTENV_CACHE, else the
-// user's cache directory's sluice-testenv.
-func cacheDir() (string, error) {
-	if d := os.Getenv("SLUICE_TESTENV_CACHE"); d != "" {
-		return d, nil
-	}
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	return filepath.Join(base, "sluice-testenv"), nil
 }
 
 func tail(b []byte, lines int) string {

@@ -99,7 +99,7 @@ func ensureKafka() (KafkaDist, error) {
 		return KafkaDist{}, err
 	}
 	java, _ := findBinary(javaCandidates)
-	base, err := cacheDir()
+	base, err := CacheDir()
 	if err != nil {
 		return KafkaDist{}, err
 	}
@@ -176,7 +176,7 @@ func (d KafkaDist) template(id int) (string, error) {
 	if _, err := os.Stat(filepath.Join(dir, readyMarker)); err == nil {
 		return filepath.Join(dir, "data"), nil
 	}
-	base, err := cacheDir()
+	base, err := CacheDir()
 	if err != nil {
 		return "", err
 	}

@@ -91,7 +91,11 @@ func (d MySQLDist) complete() bool {
 	return true
 }
 
-func cacheDir() (string, error) {
+// CacheDir is the directory the test servers and tools are kept in
+// between runs: $SLUICE_TESTENV_CACHE, else the user's cache directory's
+// sluice-testenv (MySQL's unpacked packages, Kafka's jars, the Debezium
+// harness).
+func CacheDir() (string, error) {
 	if d := os.Getenv("SLUICE_TESTENV_CACHE"); d != "" {
 		return d, nil
 	}
@@ -114,7 +118,7 @@ func ensureMySQL() (MySQLDist, error) {
 		}
 		return d, nil
 	}
-	base, err := cacheDir()
+	base, err := CacheDir()
 	if err != nil {
 		return MySQLDist{}, err
 	}
@@ -334,7 +338,7 @@ func (m *Server) copyTemplate(ctx context.Context) error {
 // template returns a data directory made by mysqld --initialize-insecure,
 // made once per distribution under a lock shared by all processes.
 func (d MySQLDist) template(ctx context.Context) (string, error) {
-	base, err := cacheDir()
+	base, err := CacheDir()
 	if err != nil {
 		return "", err
 	}
