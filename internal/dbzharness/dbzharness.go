@@ -38,7 +38,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,16 +282,7 @@ func (h *Harness) Capture(ctx context.Context, props map[string]string, max int,
 	for k, v := range props {
 		p[k] = v
 	}
-	keys := make([]string, 0, len(p))
-	for k := range p {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s=%s\n", escapeProp(k), escapeProp(p[k]))
-	}
-	if err := os.WriteFile(base+".properties", []byte(b.String()), 0o600); err != nil {
+	if err := os.WriteFile(base+".properties", []byte(throwaway.JavaProperties(p)), 0o600); err != nil {
 		return nil, 0, fmt.Errorf("dbzharness: %w", err)
 	}
 	out := base + ".records"
@@ -372,11 +362,6 @@ func MySQLProps(host string, port int, user, password, tables string, serverID u
 		"include.schema.changes": "false",
 		"database.ssl.mode":      "disabled",
 	}
-}
-
-func escapeProp(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, "\n", `\n`, "=", `\=`, ":", `\:`)
-	return r.Replace(s)
 }
 
 func javaBinary() (string, error) {

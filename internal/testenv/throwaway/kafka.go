@@ -518,14 +518,22 @@ func (k *Kafka) properties(n *kafkaNode) string {
 	for key, v := range k.opts.Config {
 		props[key] = v
 	}
+	return JavaProperties(props)
+}
+
+// JavaProperties writes props as a Java .properties file, sorted by key,
+// each key and value escaped as java.util.Properties reads them back: the
+// one writer of the brokers' and the Debezium harness's configurations.
+func JavaProperties(props map[string]string) string {
 	keys := make([]string, 0, len(props))
 	for key := range props {
 		keys = append(keys, key)
 	}
 	sort.Strings(keys)
+	esc := strings.NewReplacer(`\`, `\\`, "\n", `\n`, "=", `\=`, ":", `\:`)
 	var b strings.Builder
 	for _, key := range keys {
-		fmt.Fprintf(&b, "%s=%s\n", key, props[key])
+		fmt.Fprintf(&b, "%s=%s\n", esc.Replace(key), esc.Replace(props[key]))
 	}
 	return b.String()
 }
@@ -642,22 +650,13 @@ func (k *Kafka) Start(ctx context.Context, i int) error {
 		return errors.New("testenv: Start on a closed Kafka")
 	}
 	n := k.nodes[i]
-	var err error
 	// The old process's ports can take a moment to be free again.
-	for try := 0; try < 20; try++ {
-		if err = k.launchLocked(n); err != nil {
+	return whilePortInUse(ctx, func() error {
+		if err := k.launchLocked(n); err != nil {
 			return err
 		}
-		if err = k.waitLocked(ctx, n, 1); !errors.Is(err, errPortInUse) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	return err
+		return k.waitLocked(ctx, n, 1)
+	})
 }
 
 // Stop shuts node i down (SIGTERM: a controlled shutdown), SIGKILLing it

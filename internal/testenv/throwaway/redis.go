@@ -301,18 +301,7 @@ func (r *Redis) Start(ctx context.Context) error {
 	if r.closed {
 		return errors.New("testenv: Start on closed Redis")
 	}
-	var err error
-	for i := 0; i < 20; i++ {
-		if err = r.startLocked(ctx); !errors.Is(err, errPortInUse) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	return err
+	return whilePortInUse(ctx, func() error { return r.startLocked(ctx) })
 }
 
 // Stop shuts the server down (SIGTERM: it finishes the append-only file

@@ -716,9 +716,17 @@ func (m *Server) Restart(ctx context.Context) error {
 	}
 	// The port is normally free again at once (the server uses SO_REUSEADDR),
 	// but someone else may have taken it meanwhile; retry for a while.
+	return whilePortInUse(ctx, func() error { return m.startLocked(ctx) })
+}
+
+// whilePortInUse calls start until it fails otherwise than with
+// errPortInUse (a port a stopped process held is not yet free, or another
+// process took it), 20 times at most, 250 ms apart: the one restart loop
+// of the servers.
+func whilePortInUse(ctx context.Context, start func() error) error {
 	var err error
 	for i := 0; i < 20; i++ {
-		if err = m.startLocked(ctx); !errors.Is(err, errPortInUse) {
+		if err = start(); !errors.Is(err, errPortInUse) {
 			return err
 		}
 		select {
