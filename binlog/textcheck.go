@@ -18,8 +18,8 @@ import (
 // warned about once, and its text is taken as UTF-8.
 //
 // Check is called once per chunk, before the chunk is encoded; its cost is
-// one map lookup per change, and a pass over the text of columns of other
-// sets. It is safe for concurrent use.
+// one map lookup per table of the chunk, and a pass over the text of
+// columns of other sets. It is safe for concurrent use.
 type TextCheck struct {
 	log *slog.Logger
 	mu  struct {
@@ -52,12 +52,16 @@ func NewTextCheck(log *slog.Logger) *TextCheck {
 
 // Check counts the replaced characters of t's changes.
 func (tc *TextCheck) Check(t *Txn) {
+	var last *Table // a chunk's changes are mostly of one table: looked up once
+	var cols []textCol
 	for i := range t.Changes {
 		ch := &t.Changes[i]
 		if ch.Table == nil {
 			continue
 		}
-		cols := tc.columns(ch.Table)
+		if ch.Table != last {
+			last, cols = ch.Table, tc.columns(ch.Table)
+		}
 		if len(cols) == 0 {
 			continue
 		}
