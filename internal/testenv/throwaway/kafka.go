@@ -352,6 +352,32 @@ func (k *Kafka) startAllLocked(ctx context.Context) error {
 		k.killAllLocked()
 		return err
 	}
+	if err := k.waitTxnCoordinator(ctx); err != nil {
+		k.killAllLocked()
+		return err
+	}
+	return nil
+}
+
+// waitTxnCoordinator starts one transactional producer and waits until
+// the broker gives it a producer ID. A fresh cluster creates its
+// transaction state topic on the first such request and answers
+// COORDINATOR_NOT_AVAILABLE or COORDINATOR_LOAD_IN_PROGRESS until that
+// topic is loaded, which on a loaded machine takes seconds; a test that
+// starts a producer with a short request timeout would fail on the
+// broker's start-up rather than on what it tests.
+func (k *Kafka) waitTxnCoordinator(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, startupTimeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(k.nodes[0].addr()), kgo.TransactionalID("testenv-ready"))
+	if err != nil {
+		return fmt.Errorf("testenv: %w", err)
+	}
+	defer cl.Close()
+	if _, _, err := cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("testenv: Kafka's transaction coordinator not ready after %s: %w; log (%s):\n%s",
+			startupTimeout, err, k.nodes[0].dir, readTail(k.nodes[0].logPath(), 30))
+	}
 	return nil
 }
 
