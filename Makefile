@@ -150,7 +150,7 @@ bench: deps bench-build
 bench-snapshot: deps bench-build
 	bin/sluice-bench snapshot
 
-# End to end into each sink (file, Kafka on kfake, a Redis stream) and the
+# End to end into each sink (file, Kafka on a throwaway Apache Kafka broker, a Redis stream) and the
 # commit-to-sink latency, on MariaDB, format sluice.
 bench-pipeline: deps bench-build
 	bin/sluice-bench pipeline

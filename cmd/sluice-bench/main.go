@@ -8,7 +8,7 @@
 //	sluice-bench sources     many sources with and without skew alignment
 //
 // It is apart from cmd/sluice so that the shipped binary links no
-// benchmark harness (kfake, the server installer). The readers sluice-bench
+// benchmark harness (the throwaway servers and their installer). The readers sluice-bench
 // measures in their own processes run the real sluice binary, by default
 // the one beside sluice-bench (bin/sluice after make build; --sluice names
 // another); the peer readers run in sluice-bench itself (its hidden child

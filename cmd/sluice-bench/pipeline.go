@@ -8,10 +8,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/bench"
@@ -37,21 +37,49 @@ func sinkKinds() []bench.SinkKind {
 	return append(kinds, netSinkKinds()...)
 }
 
+// benchKafka is the benchmark's one Kafka broker (Apache Kafka
+// throwaway.KafkaVersion, KRaft, a JVM of its own), started on first use
+// and closed by closeBenchKafka; each sink of a run gets topics and a
+// transactional id of its own on it.
+var benchKafka struct {
+	mu sync.Mutex
+	k  *throwaway.Kafka
+	n  int
+}
+
+func closeBenchKafka() {
+	benchKafka.mu.Lock()
+	defer benchKafka.mu.Unlock()
+	if benchKafka.k != nil {
+		benchKafka.k.Close()
+		benchKafka.k = nil
+	}
+}
+
 // netSinkKinds are the networked sinks of the pipeline benchmark.
 func netSinkKinds() []bench.SinkKind {
 	return []bench.SinkKind{{
 		Name: "kafka", Formats: true,
 		New: func(ctx context.Context, dir string, f codec.Format) (pipeline.Sink, func(), error) {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			benchKafka.mu.Lock()
+			defer benchKafka.mu.Unlock()
+			if benchKafka.k == nil {
+				fmt.Fprintf(os.Stderr, "starting Apache Kafka %s (one broker)...\n", throwaway.KafkaVersion)
+				k, err := throwaway.StartKafka(ctx, throwaway.KafkaOptions{})
+				if err != nil {
+					return nil, nil, err
+				}
+				benchKafka.k = k
+			}
+			benchKafka.n++
+			p := fmt.Sprintf("b%d", benchKafka.n)
+			s, err := kafkasink.New(kafkasink.Config{Name: "kafka", Brokers: benchKafka.k.Brokers(), Format: f,
+				Topic: p + ".{db}.{table}", SchemaChangeTopic: p + ".{source}", TransactionTopic: p + ".{source}.transaction",
+				TransactionalID: "bench-" + p}, "bench", slog.Default())
 			if err != nil {
 				return nil, nil, err
 			}
-			s, err := kafkasink.New(kafkasink.Config{Name: "kafka", Brokers: c.ListenAddrs(), Format: f}, "bench", slog.Default())
-			if err != nil {
-				c.Close()
-				return nil, nil, err
-			}
-			return s, func() { s.Close(); c.Close() }, nil
+			return s, func() { s.Close() }, nil
 		},
 	}, {
 		Name: "redis",
@@ -82,7 +110,7 @@ func pipelineCmd() *cobra.Command {
 		Short: "End to end: binlog → JSON in a sink's format → sink, durable and checkpointed; and commit-to-sink latency",
 		Long: `Starts a throwaway server (MariaDB unless --flavors says otherwise), writes the
 libslave short_insert and long_insert ranges, and runs sluice run's pipeline
-over each range into each sink (file, Kafka on an in-process kfake cluster, a
+over each range into each sink (file, Kafka on a throwaway Apache Kafka broker, a
 Redis stream on a throwaway redis-server) in each --format, timing until the
 last message is durable and checkpointed. The formats of one range and sink
 run one after the other in each of --runs rounds; the fastest round is
@@ -96,6 +124,7 @@ in format sluice alone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			defer closeBenchKafka()
 			fl, err := parseFlavors(flavors)
 			if err != nil {
 				return err

@@ -38,6 +38,30 @@ func (r *kcatRecord) header(k string) (string, bool) {
 	return "", false
 }
 
+// kcatRead reads topic from its start to its end (read_committed) with
+// kcat; nil if the topic is not there yet.
+func kcatRead(t *testing.T, kcat, broker, topic string) []kcatRecord {
+	t.Helper()
+	out, err := exec.Command(kcat, "-C", "-b", broker, "-t", topic, "-o", "beginning", "-e", "-J", "-q", "-X", "isolation.level=read_committed").Output()
+	if err != nil {
+		return nil
+	}
+	var rs []kcatRecord
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		var r kcatRecord
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("kcat printed %q: %v", sc.Text(), err)
+		}
+		rs = append(rs, r)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("kcat's output: %v", err)
+	}
+	return rs
+}
+
 // TestKcatReadsDebezium: `sluice run` from a real server into Kafka (a real broker)
 // with a kafka sink in format debezium beside a file sink in format sluice;
 // librdkafka's kcat reads the records with their keys and headers, and
@@ -91,23 +115,7 @@ checkpoint: {path: %s, interval: 100ms}
 	}
 	defer cmd.Process.Kill()
 
-	read := func(topic string) []kcatRecord {
-		out, err := exec.Command(kcat, "-C", "-b", broker, "-t", topic, "-o", "beginning", "-e", "-J", "-q", "-X", "isolation.level=read_committed").Output()
-		if err != nil {
-			return nil // the topic is not there yet
-		}
-		var rs []kcatRecord
-		sc := bufio.NewScanner(bytes.NewReader(out))
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			var r kcatRecord
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				t.Fatalf("kcat printed %q: %v", sc.Text(), err)
-			}
-			rs = append(rs, r)
-		}
-		return rs
-	}
+	read := func(topic string) []kcatRecord { return kcatRead(t, kcat, broker, topic) }
 	wait := func(topic string, n int) []kcatRecord {
 		deadline := time.Now().Add(60 * time.Second)
 		for {

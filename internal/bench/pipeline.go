@@ -64,7 +64,7 @@ func ParseOutputFormats(names []string) ([]OutputFormat, error) {
 // `sluice run`'s pipeline (decode, encode in the sink's format, sink,
 // checkpoint). Bytes counts the encoded values and keys. CPUSeconds is
 // the process's user and system CPU over the run (getrusage): the
-// pipeline and the sink, and for an in-process sink (kfake, the file
+// pipeline and the sink, and for an in-process sink (the file
 // sink) the sink's side too; the database server is another process.
 type PipelineResult struct {
 	Range, Sink, Format string

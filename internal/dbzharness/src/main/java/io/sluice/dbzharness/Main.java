@@ -4,6 +4,12 @@ import io.debezium.engine.DebeziumEngine;
 import io.debezium.engine.RecordChangeEvent;
 import io.debezium.engine.format.ChangeEventFormat;
 import io.debezium.embedded.Connect;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.connect.json.JsonConverter;
 import org.apache.kafka.connect.source.SourceRecord;
 
@@ -15,7 +21,11 @@ import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.ExecutorService;
@@ -40,7 +50,21 @@ import java.util.concurrent.TimeUnit;
  * IDLE_MS milliseconds without a record after the first one (two minutes
  * before it), or when the engine stops by itself. It answers
  * on standard output "ok RECORDS MILLIS" or "error MESSAGE"; Debezium's
- * own log goes to standard error. End of input ends the JVM.
+ * own log goes to standard error.
+ *
+ * <pre>consume BROKERS OUTPUT TOPIC[,TOPIC...] TIMEOUT_MS</pre>
+ *
+ * reads every partition of the topics from its start to its end with
+ * Kafka's own Java consumer (isolation.level=read_committed: the end is
+ * each partition's last stable offset when the command starts) and writes
+ * one line per record: topic, partition, offset, key, value and headers,
+ * separated by tabs, key and value in base64 ("-" for a null one), the
+ * headers as base64(name):base64(value) pairs separated by commas (a null
+ * value "-"; "-" for no headers). It answers "ok RECORDS MILLIS" or "error MESSAGE", the
+ * latter when a topic does not exist or the end is not reached within
+ * TIMEOUT_MS.
+ *
+ * End of input ends the JVM.
  */
 public final class Main {
     private static final Object EOF = new Object();
@@ -57,13 +81,15 @@ public final class Main {
                 continue;
             }
             String[] f = line.split(" ");
-            if (f.length != 5 || !f[0].equals("capture")) {
-                out.println("error want: capture PROPERTIES OUTPUT MAX_RECORDS IDLE_MS, got: " + line);
+            if (f.length != 5 || !(f[0].equals("capture") || f[0].equals("consume"))) {
+                out.println("error want: capture PROPERTIES OUTPUT MAX_RECORDS IDLE_MS, or consume BROKERS OUTPUT TOPICS TIMEOUT_MS, got: " + line);
                 continue;
             }
             long t0 = System.nanoTime();
             try {
-                int n = capture(Path.of(f[1]), Path.of(f[2]), Integer.parseInt(f[3]), Long.parseLong(f[4]));
+                int n = f[0].equals("capture")
+                        ? capture(Path.of(f[1]), Path.of(f[2]), Integer.parseInt(f[3]), Long.parseLong(f[4]))
+                        : consume(f[1], Path.of(f[2]), f[3].split(","), Long.parseLong(f[4]));
                 out.println("ok " + n + " " + (System.nanoTime() - t0) / 1_000_000);
             } catch (Throwable e) {
                 String msg = String.valueOf(e);
@@ -71,6 +97,70 @@ public final class Main {
                     msg += ": " + c;
                 }
                 out.println("error " + msg.replace('\n', ' '));
+            }
+        }
+    }
+
+    private static String b64(byte[] b) {
+        return b == null ? "-" : Base64.getEncoder().encodeToString(b);
+    }
+
+    private static int consume(String brokers, Path output, String[] topics, long timeoutMs) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", brokers);
+        p.put("isolation.level", "read_committed");
+        p.put("enable.auto.commit", "false");
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        long deadline = System.nanoTime() + timeoutMs * 1_000_000L;
+        int n = 0;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p);
+             BufferedWriter w = Files.newBufferedWriter(output, StandardCharsets.UTF_8)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (String t : topics) {
+                List<PartitionInfo> ps = c.partitionsFor(t, Duration.ofMillis(timeoutMs));
+                if (ps == null || ps.isEmpty()) {
+                    throw new Exception("topic " + t + " does not exist");
+                }
+                for (PartitionInfo pi : ps) {
+                    tps.add(new TopicPartition(t, pi.partition()));
+                }
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofMillis(timeoutMs));
+            for (;;) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    if (c.position(tp, Duration.ofMillis(timeoutMs)) < end.get(tp)) {
+                        done = false;
+                        break;
+                    }
+                }
+                if (done) {
+                    return n;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new Exception("read " + n + " records in " + timeoutMs + " ms without reaching the end offsets " + end);
+                }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    StringBuilder b = new StringBuilder();
+                    b.append(r.topic()).append('\t').append(r.partition()).append('\t').append(r.offset())
+                            .append('\t').append(b64(r.key())).append('\t').append(b64(r.value())).append('\t');
+                    int h = 0;
+                    for (Header hd : r.headers()) {
+                        if (h++ > 0) {
+                            b.append(',');
+                        }
+                        b.append(b64(hd.key().getBytes(StandardCharsets.UTF_8))).append(':').append(b64(hd.value()));
+                    }
+                    if (h == 0) {
+                        b.append('-');
+                    }
+                    b.append('\n');
+                    w.write(b.toString());
+                    n++;
+                }
             }
         }
     }
