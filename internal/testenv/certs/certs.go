@@ -1,0 +1,229 @@
+// Package certs makes the throwaway certificates of the tests: a CA, a
+// server certificate it signed for 127.0.0.1 and localhost, a client
+// certificate it signed, and a second CA that signed nothing (the wrong
+// CA), written as PEM files that every server the tests start reads:
+// Kafka (its keystore and truststore in PEM form, ssl.keystore.type=PEM),
+// Redis (tls-cert-file, tls-key-file, tls-ca-cert-file), nats-server and
+// etcd (Go's crypto/tls), MariaDB and MySQL (--ssl-ca, --ssl-cert,
+// --ssl-key). It is the one place the tests make certificates.
+//
+//	p := certs.New(t)                         // in a t.TempDir()
+//	srv := throwaway.ServerTLS{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile}
+//	cli := tlsconfig.Config{CAFile: p.CAFile} // sluice's tls block
+//	bad := tlsconfig.Config{CAFile: p.OtherCAFile}
+//
+// Keys are ECDSA P-256 in PKCS #8 ("PRIVATE KEY"), which Java, OpenSSL and
+// Go all read; certificates are valid from an hour ago for a day. The
+// package imports no other package of sluice (Make does not need
+// testing), so any test can use it.
+package certs
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Options choose the names the server certificate is for.
+type Options struct {
+	// DNSNames and IPs are the server certificate's names. Both empty:
+	// "localhost" and 127.0.0.1. A certificate for names alone (no IP,
+	// like MySQL's own) takes DNSNames only.
+	DNSNames []string
+	IPs      []net.IP
+}
+
+// PKI is a CA and the certificates it signed, as PEM files in Dir.
+type PKI struct {
+	Dir string
+	// CAFile is the CA's certificate: what a client trusts (tls.ca_file)
+	// and a server verifies client certificates against.
+	CAFile string
+	// CertFile and KeyFile are the server's certificate and key.
+	CertFile, KeyFile string
+	// KeystoreFile is the server's key and certificate in one PEM file, a
+	// Java keystore in PEM form (Kafka's ssl.keystore.type=PEM).
+	KeystoreFile string
+	// ClientCertFile and ClientKeyFile are a client certificate (common
+	// name "sluice") and its key, for servers that verify clients.
+	ClientCertFile, ClientKeyFile string
+	// OtherCAFile is a CA that signed none of these: the wrong CA.
+	OtherCAFile string
+
+	// CAPool holds the CA; ServerCert is the server's certificate and key,
+	// for a server in the test's own process.
+	CAPool     *x509.CertPool
+	ServerCert tls.Certificate
+}
+
+// New makes a PKI for 127.0.0.1 and localhost in a new t.TempDir(). It
+// fails the test on an error.
+func New(t testing.TB) *PKI {
+	t.Helper()
+	return NewFor(t, Options{})
+}
+
+// NewFor makes a PKI whose server certificate is for opts' names, in a
+// new t.TempDir().
+func NewFor(t testing.TB, opts Options) *PKI {
+	t.Helper()
+	p, err := Make(t.TempDir(), opts)
+	if err != nil {
+		t.Fatalf("certs: %v", err)
+	}
+	return p
+}
+
+// Make writes a PKI into dir (which must exist), for callers without a
+// testing.TB.
+func Make(dir string, opts Options) (*PKI, error) {
+	if len(opts.DNSNames) == 0 && len(opts.IPs) == 0 {
+		opts.DNSNames, opts.IPs = []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)}
+	}
+	p := &PKI{Dir: dir, CAPool: x509.NewCertPool()}
+	ca, caKey, err := newCA("sluice test CA")
+	if err != nil {
+		return nil, err
+	}
+	p.CAPool.AddCert(ca)
+	if p.CAFile, err = p.write("ca.pem", certPEM(ca.Raw)); err != nil {
+		return nil, err
+	}
+	srv, srvKey, err := sign(ca, caKey, x509.Certificate{
+		Subject:     pkix.Name{CommonName: "sluice test server"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:    opts.DNSNames, IPAddresses: opts.IPs,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.ServerCert = tls.Certificate{Certificate: [][]byte{srv.Raw}, PrivateKey: srvKey, Leaf: srv}
+	srvKeyPEM, err := keyPEM(srvKey)
+	if err != nil {
+		return nil, err
+	}
+	if p.CertFile, err = p.write("server.pem", certPEM(srv.Raw)); err != nil {
+		return nil, err
+	}
+	if p.KeyFile, err = p.write("server-key.pem", srvKeyPEM); err != nil {
+		return nil, err
+	}
+	if p.KeystoreFile, err = p.write("server-keystore.pem", append(srvKeyPEM, certPEM(srv.Raw)...)); err != nil {
+		return nil, err
+	}
+	cli, cliKey, err := sign(ca, caKey, x509.Certificate{
+		Subject:     pkix.Name{CommonName: "sluice"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cliKeyPEM, err := keyPEM(cliKey)
+	if err != nil {
+		return nil, err
+	}
+	if p.ClientCertFile, err = p.write("client.pem", certPEM(cli.Raw)); err != nil {
+		return nil, err
+	}
+	if p.ClientKeyFile, err = p.write("client-key.pem", cliKeyPEM); err != nil {
+		return nil, err
+	}
+	other, _, err := newCA("another CA")
+	if err != nil {
+		return nil, err
+	}
+	if p.OtherCAFile, err = p.write("other-ca.pem", certPEM(other.Raw)); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ServerTLS is a crypto/tls server configuration presenting the server
+// certificate; with clientAuth it requires a client certificate signed by
+// the CA.
+func (p *PKI) ServerTLS(clientAuth bool) *tls.Config {
+	c := &tls.Config{Certificates: []tls.Certificate{p.ServerCert}, MinVersion: tls.VersionTLS12}
+	if clientAuth {
+		c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, p.CAPool
+	}
+	return c
+}
+
+var serial atomic.Int64
+
+func template(t x509.Certificate) *x509.Certificate {
+	t.SerialNumber = big.NewInt(time.Now().UnixNano() + serial.Add(1))
+	t.NotBefore, t.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	return &t
+}
+
+func newCA(cn string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %w", err)
+	}
+	tmpl := template(x509.Certificate{
+		Subject: pkix.Name{CommonName: cn},
+		IsCA:    true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	})
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %w", err)
+	}
+	return cert, key, nil
+}
+
+func sign(ca *x509.Certificate, caKey *ecdsa.PrivateKey, t x509.Certificate) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %w", err)
+	}
+	t.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, template(t), ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %w", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("certs: %w", err)
+	}
+	return cert, key, nil
+}
+
+func certPEM(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func keyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("certs: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+func (p *PKI) write(name string, data []byte) (string, error) {
+	path := filepath.Join(p.Dir, name)
+	// Readable by the servers the tests start (as the same user).
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("certs: %w", err)
+	}
+	return path, nil
+}
