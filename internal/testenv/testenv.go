@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -69,7 +70,7 @@ func StartMany(ctx context.Context, opts []Options, setup ...string) ([]*Server,
 // temporary directory when ""); the caller closes it
 // (throwaway.StartRedisServer).
 func StartRedisServer(ctx context.Context, dir string) (*Redis, error) {
-	return throwaway.StartRedisServer(ctx, dir)
+	return throwaway.StartRedisServer(ctx, throwaway.RedisOptions{Dir: dir})
 }
 
 // Flavors returns the servers tests run on: both, unless
@@ -121,9 +122,23 @@ func StartT(t testing.TB, opts Options) *Server {
 // t's cleanup. It calls t.Fatal if the server cannot be started.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
+	return startRedis(t, throwaway.RedisOptions{})
+}
+
+// StartRedisSecure is StartRedis with what managed services require:
+// ACL users (name: password) and, with p, a tls-port (TLSAddr) presenting
+// p's server certificate, which with clientAuth requires a client
+// certificate signed by p's CA.
+func StartRedisSecure(t testing.TB, users map[string]string, p *certs.PKI, clientAuth bool) *Redis {
+	t.Helper()
+	return startRedis(t, throwaway.RedisOptions{Users: users, TLS: p, ClientAuth: clientAuth})
+}
+
+func startRedis(t testing.TB, opts throwaway.RedisOptions) *Redis {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), throwaway.StartTimeout)
 	defer cancel()
-	r, err := StartRedisServer(ctx, "")
+	r, err := throwaway.StartRedisServer(ctx, opts)
 	if err != nil {
 		t.Fatalf("testenv: starting Redis: %v", err)
 	}

@@ -8,14 +8,14 @@
 // --ssl-key). It is the one place the tests make certificates.
 //
 //	p := certs.New(t)                         // in a t.TempDir()
-//	srv := throwaway.ServerTLS{CAFile: p.CAFile, CertFile: p.CertFile, KeyFile: p.KeyFile}
+//	k := kafkaenv.StartSecure(t, users, p, true) // the broker's SSL listeners present p's certificate
 //	cli := tlsconfig.Config{CAFile: p.CAFile} // sluice's tls block
 //	bad := tlsconfig.Config{CAFile: p.OtherCAFile}
 //
 // Keys are ECDSA P-256 in PKCS #8 ("PRIVATE KEY"), which Java, OpenSSL and
 // Go all read; certificates are valid from an hour ago for a day. The
-// package imports no other package of sluice (Make does not need
-// testing), so any test can use it.
+// package imports no other package of sluice, nor testing, so any test
+// can use it, and the throwaway servers take a *PKI.
 package certs
 
 import (
@@ -32,7 +32,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -68,16 +67,25 @@ type PKI struct {
 	ServerCert tls.Certificate
 }
 
+// TB is the part of testing.TB that New uses (an interface of its own, so
+// that the package does not import testing and programs that are not
+// tests, such as the throwaway servers', may import it).
+type TB interface {
+	Helper()
+	TempDir() string
+	Fatalf(format string, args ...any)
+}
+
 // New makes a PKI for 127.0.0.1 and localhost in a new t.TempDir(). It
 // fails the test on an error.
-func New(t testing.TB) *PKI {
+func New(t TB) *PKI {
 	t.Helper()
 	return NewFor(t, Options{})
 }
 
 // NewFor makes a PKI whose server certificate is for opts' names, in a
 // new t.TempDir().
-func NewFor(t testing.TB, opts Options) *PKI {
+func NewFor(t TB, opts Options) *PKI {
 	t.Helper()
 	p, err := Make(t.TempDir(), opts)
 	if err != nil {
