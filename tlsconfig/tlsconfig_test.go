@@ -68,15 +68,16 @@ func TestClientHandshakes(t *testing.T) {
 		serverName string
 		clientAuth bool
 		wantErr    string // "" for a handshake that succeeds
+		wantHint   string // what Hint says of the error
 	}{
-		{"the CA verifies the server", Config{CAFile: p.CAFile}, "localhost", false, ""},
-		{"the CA verifies the server's IP", Config{CAFile: p.CAFile}, "", false, ""},
-		{"another CA does not", Config{CAFile: p.OtherCAFile}, "localhost", false, "certificate"},
-		{"the system's roots do not know the test CA", Config{}, "localhost", false, "certificate"},
-		{"a name the certificate lacks", Config{CAFile: p.CAFile}, "db.example", false, "db.example"},
-		{"insecure_skip_verify accepts it", Config{InsecureSkipVerify: true}, "localhost", false, ""},
-		{"a client certificate where one is required", Config{CAFile: p.CAFile, CertFile: p.ClientCertFile, KeyFile: p.ClientKeyFile}, "localhost", true, ""},
-		{"none where one is required", Config{CAFile: p.CAFile}, "localhost", true, "certificate"},
+		{"the CA verifies the server", Config{CAFile: p.CAFile}, "localhost", false, "", ""},
+		{"the CA verifies the server's IP", Config{CAFile: p.CAFile}, "", false, "", ""},
+		{"another CA does not", Config{CAFile: p.OtherCAFile}, "localhost", false, "certificate", "not signed by a CA in tls.ca_file " + p.OtherCAFile},
+		{"the system's roots do not know the test CA", Config{}, "localhost", false, "certificate", "not signed by a CA this system trusts: set tls.ca_file"},
+		{"a name the certificate lacks", Config{CAFile: p.CAFile}, "db.example", false, "db.example", "not for the name dialled"},
+		{"insecure_skip_verify accepts it", Config{InsecureSkipVerify: true}, "localhost", false, "", ""},
+		{"a client certificate where one is required", Config{CAFile: p.CAFile, CertFile: p.ClientCertFile, KeyFile: p.ClientKeyFile}, "localhost", true, "", ""},
+		{"none where one is required", Config{CAFile: p.CAFile}, "localhost", true, "certificate", "set tls.cert_file and tls.key_file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -98,6 +99,9 @@ func TestClientHandshakes(t *testing.T) {
 				t.Fatalf("handshake succeeded, want an error about %s", c.wantErr)
 			case c.wantErr != "" && !strings.Contains(err.Error(), c.wantErr):
 				t.Fatalf("handshake: %v, want an error about %s", err, c.wantErr)
+			}
+			if hint := c.cfg.Hint("tls.", err); !strings.Contains(hint, c.wantHint) || (c.wantHint == "") != (hint == "") {
+				t.Errorf("Hint(%v) = %q, want %q", err, hint, c.wantHint)
 			}
 		})
 	}
