@@ -127,17 +127,20 @@ func (t *Toggle) UnmarshalYAML(unmarshal func(any) error) error {
 // Hint says what to change in the block (whose YAML path is block, as in
 // Client) when a TLS connection made with it failed with err: a server
 // certificate the client does not trust or that is not for the name
-// dialled, or a handshake the server refused (most often for want of a
-// client certificate it trusts). It is "" for any other error. Callers
+// dialled, a handshake the server refused (most often for want of a
+// client certificate it trusts), or a server that does not speak TLS. It is "" for any other error. Callers
 // put the server's address before it.
 func (c Config) Hint(block string, err error) string {
 	var (
 		unknownCA x509.UnknownAuthorityError
 		badName   x509.HostnameError
 		invalid   x509.CertificateInvalidError
+		notTLS    tls.RecordHeaderError
 		netErr    *net.OpError
 	)
 	switch {
+	case errors.As(err, &notTLS):
+		return "it does not speak TLS on this port: use its TLS port, or leave tls off for a plain one"
 	case errors.As(err, &unknownCA):
 		if c.CAFile != "" {
 			return fmt.Sprintf("its certificate is not signed by a CA in %sca_file %s: set %sca_file to the CA that signed the server's certificate (the service's CA bundle)", block, c.CAFile, block)

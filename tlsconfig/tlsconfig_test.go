@@ -107,6 +107,31 @@ func TestClientHandshakes(t *testing.T) {
 	}
 }
 
+// A server that answers in plain text: Hint says it does not speak TLS.
+func TestHintPlainServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte("-ERR not TLS\r\n"))
+	}()
+	tc, err := Config{}.Client("tls.", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), tc)
+	if hint := (Config{}).Hint("tls.", err); !strings.Contains(hint, "does not speak TLS") {
+		t.Errorf("Hint(%v) = %q", err, hint)
+	}
+}
+
 func TestClientErrorsNameTheKey(t *testing.T) {
 	p := newPKI(t)
 	cases := []struct {

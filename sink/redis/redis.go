@@ -211,6 +211,8 @@ func (s *Sink) connectHint(err error) string {
 		return ""
 	case s.dial.tls != nil && tcfg.Hint(block, err) != "":
 		return tcfg.Hint(block, err)
+	case errors.Is(err, errTLSHandshake) && errors.Is(err, context.DeadlineExceeded):
+		return "the server did not answer the TLS handshake: is this its TLS port (tls-port)? A plain port never answers one"
 	case errors.Is(err, errClosedAfterHandshake) && tcfg.CertFile == "":
 		return "if the server requires client certificates (tls-auth-clients yes), set tls.cert_file and tls.key_file"
 	case errors.Is(err, errClosedAfterHandshake):

@@ -919,16 +919,18 @@ func TestTLSAndACL(t *testing.T) {
 	noTLS.TLS = tlsconfig.Toggle{}
 	for _, c := range []struct {
 		name string
+		addr string
 		cfg  Config
 		want []string
 	}{
-		{"wrong CA", wrongCA, []string{"certificate signed by unknown authority", "tls.ca_file"}},
-		{"no client certificate", noCert, []string{"tls.cert_file"}},
-		{"wrong password", wrongPW, []string{"WRONGPASS", "username and password"}},
-		{"no TLS on the tls-port", noTLS, []string{"tls"}},
+		{"wrong CA", r.TLSAddr(), wrongCA, []string{"certificate signed by unknown authority", "tls.ca_file"}},
+		{"no client certificate", r.TLSAddr(), noCert, []string{"tls.cert_file"}},
+		{"wrong password", r.TLSAddr(), wrongPW, []string{"WRONGPASS", "username and password"}},
+		{"no TLS on the tls-port", r.TLSAddr(), noTLS, []string{"set tls"}},
+		{"TLS on the plain port", r.Addr(), good, []string{"did not answer the TLS handshake", "tls-port"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := newSink(t, r.TLSAddr(), c.cfg).Recover(testCtx(t), 1, "")
+			_, err := newSink(t, c.addr, c.cfg).Recover(testCtx(t), 1, "")
 			if err == nil {
 				t.Fatal("Recover succeeded")
 			}
@@ -938,7 +940,7 @@ func TestTLSAndACL(t *testing.T) {
 					t.Errorf("the error shows the password: %v", err)
 				}
 			}
-			for _, w := range append(c.want, r.TLSAddr()) {
+			for _, w := range append(c.want, c.addr) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("the error does not say %q: %v", w, err)
 				}

@@ -74,7 +74,7 @@ func dial(ctx context.Context, o *dialOptions) (*conn, error) {
 		t := tls.Client(nc, o.tls)
 		if err := t.HandshakeContext(dctx); err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("TLS handshake: %w", err)
+			return nil, fmt.Errorf("%w: %w", errTLSHandshake, err)
 		}
 		nc = t
 	}
@@ -132,8 +132,10 @@ func dial(ctx context.Context, o *dialOptions) (*conn, error) {
 	}
 }
 
-// Errors of a connection the server ended at the first command.
+// Errors of a connection that failed in its TLS handshake, or that the
+// server ended at the first command.
 var (
+	errTLSHandshake         = errors.New("TLS handshake")
 	errClosedAfterHandshake = errors.New("the server ended the connection after the TLS handshake")
 	errClosedAtFirstCommand = errors.New("the server ended the connection at the first command")
 )
