@@ -41,15 +41,10 @@ func (p *pki) handshake(t *testing.T, tc *tls.Config, clientAuth bool) error {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	acceptOnce(ln, func(c net.Conn) {
 		_ = c.(*tls.Conn).Handshake()
 		_, _ = c.Write([]byte("x")) // the client reads it: TLS 1.3 reports a refused client certificate only then
-	}()
+	})
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), tc)
 	if err != nil {
 		return err
@@ -58,6 +53,18 @@ func (p *pki) handshake(t *testing.T, tc *tls.Config, clientAuth bool) error {
 	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	_, err = c.Read(make([]byte, 1))
 	return err
+}
+
+// acceptOnce serves one connection of ln with serve, in the background.
+func acceptOnce(ln net.Listener, serve func(net.Conn)) {
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
 }
 
 func TestClientHandshakes(t *testing.T) {
@@ -114,14 +121,7 @@ func TestHintPlainServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		_, _ = c.Write([]byte("-ERR not TLS\r\n"))
-	}()
+	acceptOnce(ln, func(c net.Conn) { _, _ = c.Write([]byte("-ERR not TLS\r\n")) })
 	tc, err := Config{}.Client("tls.", "localhost")
 	if err != nil {
 		t.Fatal(err)

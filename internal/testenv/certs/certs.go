@@ -5,7 +5,8 @@
 // Kafka (its keystore and truststore in PEM form, ssl.keystore.type=PEM),
 // Redis (tls-cert-file, tls-key-file, tls-ca-cert-file), nats-server and
 // etcd (Go's crypto/tls), MariaDB and MySQL (--ssl-ca, --ssl-cert,
-// --ssl-key). It is the one place the tests make certificates.
+// --ssl-key). It is the one place the tests make certificates; Refused
+// is the one check of the error of a connection the server refused.
 //
 //	p := certs.New(t)                         // in a t.TempDir()
 //	k := kafkaenv.StartSecure(t, users, p, true) // the broker's SSL listeners present p's certificate
@@ -31,6 +32,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -74,6 +76,8 @@ type TB interface {
 	Helper()
 	TempDir() string
 	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
 }
 
 // New makes a PKI for 127.0.0.1 and localhost in a new t.TempDir(). It
@@ -105,11 +109,12 @@ func Make(dir string, opts Options) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.CAPool.AddCert(ca)
-	if p.CAFile, err = p.write("ca.pem", certPEM(ca.Raw)); err != nil {
+	other, _, err := newCA("another CA")
+	if err != nil {
 		return nil, err
 	}
-	srv, srvKey, err := sign(ca, caKey, x509.Certificate{
+	p.CAPool.AddCert(ca)
+	srv, err := p.issue(ca, caKey, "server", x509.Certificate{
 		Subject:     pkix.Name{CommonName: "sluice test server"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    opts.DNSNames, IPAddresses: opts.IPs,
@@ -117,45 +122,78 @@ func Make(dir string, opts Options) (*PKI, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.ServerCert = tls.Certificate{Certificate: [][]byte{srv.Raw}, PrivateKey: srvKey, Leaf: srv}
-	srvKeyPEM, err := keyPEM(srvKey)
-	if err != nil {
-		return nil, err
-	}
-	if p.CertFile, err = p.write("server.pem", certPEM(srv.Raw)); err != nil {
-		return nil, err
-	}
-	if p.KeyFile, err = p.write("server-key.pem", srvKeyPEM); err != nil {
-		return nil, err
-	}
-	if p.KeystoreFile, err = p.write("server-keystore.pem", append(srvKeyPEM, certPEM(srv.Raw)...)); err != nil {
-		return nil, err
-	}
-	cli, cliKey, err := sign(ca, caKey, x509.Certificate{
+	cli, err := p.issue(ca, caKey, "client", x509.Certificate{
 		Subject:     pkix.Name{CommonName: "sluice"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	if err != nil {
 		return nil, err
 	}
-	cliKeyPEM, err := keyPEM(cliKey)
-	if err != nil {
-		return nil, err
-	}
-	if p.ClientCertFile, err = p.write("client.pem", certPEM(cli.Raw)); err != nil {
-		return nil, err
-	}
-	if p.ClientKeyFile, err = p.write("client-key.pem", cliKeyPEM); err != nil {
-		return nil, err
-	}
-	other, _, err := newCA("another CA")
-	if err != nil {
-		return nil, err
-	}
-	if p.OtherCAFile, err = p.write("other-ca.pem", certPEM(other.Raw)); err != nil {
-		return nil, err
+	p.ServerCert = srv.tls
+	p.CertFile, p.KeyFile, p.ClientCertFile, p.ClientKeyFile = srv.certFile, srv.keyFile, cli.certFile, cli.keyFile
+	for _, f := range []struct {
+		path *string
+		name string
+		data []byte
+	}{
+		{&p.CAFile, "ca.pem", certPEM(ca.Raw)},
+		{&p.OtherCAFile, "other-ca.pem", certPEM(other.Raw)},
+		{&p.KeystoreFile, "server-keystore.pem", append(srv.keyPEM, srv.certPEM...)},
+	} {
+		if *f.path, err = p.write(f.name, f.data); err != nil {
+			return nil, err
+		}
 	}
 	return p, nil
+}
+
+// issued is a certificate the CA signed, and its key, in PEM and in files.
+type issued struct {
+	tls               tls.Certificate
+	certPEM, keyPEM   []byte
+	certFile, keyFile string
+}
+
+// issue signs a certificate of tmpl with the CA and writes it and its
+// key as name.pem and name-key.pem.
+func (p *PKI) issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, name string, tmpl x509.Certificate) (issued, error) {
+	cert, key, err := sign(ca, caKey, tmpl)
+	if err != nil {
+		return issued{}, err
+	}
+	out := issued{tls: tls.Certificate{Certificate: [][]byte{cert.Raw}, PrivateKey: key, Leaf: cert}, certPEM: certPEM(cert.Raw)}
+	if out.keyPEM, err = keyPEM(key); err != nil {
+		return issued{}, err
+	}
+	if out.certFile, err = p.write(name+".pem", out.certPEM); err != nil {
+		return issued{}, err
+	}
+	if out.keyFile, err = p.write(name+"-key.pem", out.keyPEM); err != nil {
+		return issued{}, err
+	}
+	return out, nil
+}
+
+// Refused checks the error of a connection that the tests' server must
+// refuse (a wrong CA, a missing client certificate, a wrong password):
+// that there is one, that it says each of want (the server's address, the
+// setting to change), and that it shows none of secrets (the passwords).
+func Refused(t TB, err error, secrets []string, want ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("connected; want a refusal saying %q", want)
+	}
+	t.Logf("refused: %v", err)
+	for _, s := range secrets {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("the error shows the password: %v", err)
+		}
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("the error does not say %q: %v", w, err)
+		}
+	}
 }
 
 // ServerTLS is a crypto/tls server configuration presenting the server
@@ -177,34 +215,30 @@ func template(t x509.Certificate) *x509.Certificate {
 	return &t
 }
 
+// newCA makes a self-signed CA.
 func newCA(cn string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, fmt.Errorf("certs: %w", err)
-	}
-	tmpl := template(x509.Certificate{
+	return sign(nil, nil, x509.Certificate{
 		Subject: pkix.Name{CommonName: cn},
 		IsCA:    true, BasicConstraintsValid: true,
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 	})
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("certs: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, nil, fmt.Errorf("certs: %w", err)
-	}
-	return cert, key, nil
 }
 
+// sign makes a key and a certificate of t for it, signed by ca (nil: by
+// itself).
 func sign(ca *x509.Certificate, caKey *ecdsa.PrivateKey, t x509.Certificate) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("certs: %w", err)
 	}
-	t.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, template(t), ca, &key.PublicKey, caKey)
+	if t.KeyUsage == 0 {
+		t.KeyUsage = x509.KeyUsageDigitalSignature
+	}
+	tmpl := template(t)
+	if ca == nil {
+		ca, caKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("certs: %w", err)
 	}
