@@ -52,10 +52,10 @@ func (s *Sink) explainRefusal(err error) string {
 		broker = strings.Join(s.cfg.Brokers, ",")
 	}
 	switch {
-	case errors.Is(err, kerr.SaslAuthenticationFailed):
+	case s.cfg.SASL != nil && errors.Is(err, kerr.SaslAuthenticationFailed):
 		return fmt.Sprintf("the broker at %s refused SASL %s as user %q: check sasl.user and sasl.password (and that the cluster has this user for %s)",
 			broker, s.cfg.SASL.Mechanism, s.cfg.SASL.User, s.cfg.SASL.Mechanism)
-	case errors.Is(err, kerr.UnsupportedSaslMechanism):
+	case s.cfg.SASL != nil && errors.Is(err, kerr.UnsupportedSaslMechanism):
 		return fmt.Sprintf("the broker at %s does not offer SASL %s: set sasl.mechanism to one its listener enables (sasl.enabled.mechanisms)", broker, s.cfg.SASL.Mechanism)
 	case s.cfg.TLS != nil:
 		if hint := s.cfg.TLS.Hint("tls.", err); hint != "" {
