@@ -2,16 +2,8 @@ package binlog_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha1"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,45 +13,9 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/testenv"
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 	"github.com/sluice-cdc/sluice/position"
 )
-
-// writeCerts makes a CA and a server certificate for the given names (no
-// IP addresses unless given) in dir.
-func writeCerts(t *testing.T, dir string, dnsNames []string, ips ...net.IP) (ca, cert, key string) {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	srvKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	srvTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "sluice test server"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: dnsNames, IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(srvKey)
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", srvDER), write("server-key.pem", "PRIVATE KEY", keyDER)
-}
 
 const securePassword = "s3cret-Pass-42"
 
@@ -116,9 +72,8 @@ func tlsServer(t *testing.T, flavor position.Flavor, extra ...string) (*testenv.
 // password.
 func TestTLSModes(t *testing.T) {
 	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
-		dir := t.TempDir()
-		ca, cert, key := writeCerts(t, dir, []string{"localhost"})
-		other, _, _ := writeCerts(t, t.TempDir(), []string{"localhost"})
+		p := certs.NewFor(t, certs.Options{DNSNames: []string{"localhost"}})
+		ca, cert, key, other := p.CAFile, p.CertFile, p.KeyFile, p.OtherCAFile
 		db, start := tlsServer(t, flavor, "--ssl-ca="+ca, "--ssl-cert="+cert, "--ssl-key="+key)
 		byIP := "mysql://secure:" + securePassword + "@" + db.Addr()
 		byName := "mysql://secure:" + securePassword + "@localhost:" + strconv.Itoa(db.Port)
@@ -196,7 +151,7 @@ func TestParseSourceURL(t *testing.T) {
 	if err != nil || cfg.Addr != "db:3306" {
 		t.Fatalf("default port: %+v %v", cfg, err)
 	}
-	ca, _, _ := writeCerts(t, t.TempDir(), []string{"db"})
+	ca := certs.NewFor(t, certs.Options{DNSNames: []string{"db"}}).CAFile
 	for _, c := range []struct {
 		opts   string
 		mode   binlog.TLSMode

@@ -71,6 +71,14 @@ func New(cfg Config, pipeline string, log *slog.Logger) (*Etcd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("coord: %w", err)
 	}
+	if tc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.DialTimeout)
+		err := cfg.checkTLS(ctx, tc)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("coord: connecting to %w", err)
+		}
+	}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
 		DialTimeout: cfg.DialTimeout,

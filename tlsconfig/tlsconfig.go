@@ -11,6 +11,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"go.yaml.in/yaml/v3"
@@ -121,4 +122,40 @@ func (t *Toggle) UnmarshalYAML(unmarshal func(any) error) error {
 		*t = Toggle{On: true, Config: c}
 	}
 	return nil
+}
+
+// Hint says what to change in the block (whose YAML path is block, as in
+// Client) when a TLS connection made with it failed with err: a server
+// certificate the client does not trust or that is not for the name
+// dialled, a handshake the server refused (most often for want of a
+// client certificate it trusts), or a server that does not speak TLS. It is "" for any other error. Callers
+// put the server's address before it.
+func (c Config) Hint(block string, err error) string {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		badName   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		notTLS    tls.RecordHeaderError
+		netErr    *net.OpError
+	)
+	switch {
+	case errors.As(err, &notTLS):
+		return "it does not speak TLS on this port: use its TLS port, or leave tls off for a plain one"
+	case errors.As(err, &unknownCA):
+		if c.CAFile != "" {
+			return fmt.Sprintf("its certificate is not signed by a CA in %sca_file %s: set %sca_file to the CA that signed the server's certificate (the service's CA bundle)", block, c.CAFile, block)
+		}
+		return fmt.Sprintf("its certificate is not signed by a CA this system trusts: set %sca_file to the CA that signed the server's certificate (the service's CA bundle)", block)
+	case errors.As(err, &badName):
+		return "its certificate is not for the name dialled: connect by a name the certificate holds"
+	case errors.As(err, &invalid):
+		return "its certificate is not valid (" + invalid.Error() + ")"
+	case errors.As(err, &netErr) && netErr.Op == "remote error":
+		// A TLS alert from the server.
+		if c.CertFile == "" {
+			return fmt.Sprintf("it refused the TLS handshake: if it requires client certificates, set %scert_file and %skey_file", block, block)
+		}
+		return fmt.Sprintf("it refused the TLS handshake: is %scert_file %s signed by a CA that the server trusts?", block, c.CertFile)
+	}
+	return ""
 }

@@ -1,14 +1,7 @@
 package tlsconfig
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,91 +10,25 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 )
 
-// pki is a CA, a server certificate for 127.0.0.1 and "localhost", and a
-// client certificate, all signed by the CA, written as PEM files.
+// pki is the tests' certificates (internal/testenv/certs) and a file
+// that is not PEM.
 type pki struct {
-	dir                       string
-	caFile, certFile, keyFile string // the client's
-	serverCert                tls.Certificate
-	caPool                    *x509.CertPool
-	otherCAFile, notPEMFile   string
+	*certs.PKI
+	notPEMFile string
 }
 
 func newPKI(t *testing.T) *pki {
 	t.Helper()
-	p := &pki{dir: t.TempDir()}
-	caKey, caCert, caDER := selfSigned(t, "sluice test CA")
-	p.caFile = p.write(t, "ca.pem", "CERTIFICATE", caDER)
-	p.caPool = x509.NewCertPool()
-	p.caPool.AddCert(caCert)
-	srvKey, srvDER := signed(t, caCert, caKey, "server", x509.ExtKeyUsageServerAuth, []string{"localhost"}, []net.IP{net.IPv4(127, 0, 0, 1)})
-	p.serverCert = tls.Certificate{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}
-	cliKey, cliDER := signed(t, caCert, caKey, "client", x509.ExtKeyUsageClientAuth, nil, nil)
-	p.certFile = p.write(t, "client.pem", "CERTIFICATE", cliDER)
-	keyDER, err := x509.MarshalECPrivateKey(cliKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.keyFile = p.write(t, "client-key.pem", "EC PRIVATE KEY", keyDER)
-	_, _, otherDER := selfSigned(t, "another CA")
-	p.otherCAFile = p.write(t, "other-ca.pem", "CERTIFICATE", otherDER)
-	p.notPEMFile = filepath.Join(p.dir, "not.pem")
+	p := &pki{PKI: certs.New(t)}
+	p.notPEMFile = filepath.Join(p.Dir, "not.pem")
 	if err := os.WriteFile(p.notPEMFile, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func (p *pki) write(t *testing.T, name, typ string, der []byte) string {
-	t.Helper()
-	path := filepath.Join(p.dir, name)
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-func selfSigned(t *testing.T, cn string) (*ecdsa.PrivateKey, *x509.Certificate, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, cert, der
-}
-
-func signed(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, usage x509.ExtKeyUsage, dns []string, ips []net.IP) (*ecdsa.PrivateKey, []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		DNSNames: dns, IPAddresses: ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return key, der
 }
 
 // handshake dials a TLS server on loopback that presents the server
@@ -109,24 +36,15 @@ func signed(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn stri
 // by the CA) with tc, and returns the client's handshake error.
 func (p *pki) handshake(t *testing.T, tc *tls.Config, clientAuth bool) error {
 	t.Helper()
-	srv := &tls.Config{Certificates: []tls.Certificate{p.serverCert}, MinVersion: tls.VersionTLS12}
-	if clientAuth {
-		srv.ClientAuth, srv.ClientCAs = tls.RequireAndVerifyClientCert, p.caPool
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", srv)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", p.ServerTLS(clientAuth))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	acceptOnce(ln, func(c net.Conn) {
 		_ = c.(*tls.Conn).Handshake()
 		_, _ = c.Write([]byte("x")) // the client reads it: TLS 1.3 reports a refused client certificate only then
-	}()
+	})
 	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), tc)
 	if err != nil {
 		return err
@@ -137,6 +55,18 @@ func (p *pki) handshake(t *testing.T, tc *tls.Config, clientAuth bool) error {
 	return err
 }
 
+// acceptOnce serves one connection of ln with serve, in the background.
+func acceptOnce(ln net.Listener, serve func(net.Conn)) {
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		serve(c)
+	}()
+}
+
 func TestClientHandshakes(t *testing.T) {
 	p := newPKI(t)
 	cases := []struct {
@@ -145,15 +75,16 @@ func TestClientHandshakes(t *testing.T) {
 		serverName string
 		clientAuth bool
 		wantErr    string // "" for a handshake that succeeds
+		wantHint   string // what Hint says of the error
 	}{
-		{"the CA verifies the server", Config{CAFile: p.caFile}, "localhost", false, ""},
-		{"the CA verifies the server's IP", Config{CAFile: p.caFile}, "", false, ""},
-		{"another CA does not", Config{CAFile: p.otherCAFile}, "localhost", false, "certificate"},
-		{"the system's roots do not know the test CA", Config{}, "localhost", false, "certificate"},
-		{"a name the certificate lacks", Config{CAFile: p.caFile}, "db.example", false, "db.example"},
-		{"insecure_skip_verify accepts it", Config{InsecureSkipVerify: true}, "localhost", false, ""},
-		{"a client certificate where one is required", Config{CAFile: p.caFile, CertFile: p.certFile, KeyFile: p.keyFile}, "localhost", true, ""},
-		{"none where one is required", Config{CAFile: p.caFile}, "localhost", true, "certificate"},
+		{"the CA verifies the server", Config{CAFile: p.CAFile}, "localhost", false, "", ""},
+		{"the CA verifies the server's IP", Config{CAFile: p.CAFile}, "", false, "", ""},
+		{"another CA does not", Config{CAFile: p.OtherCAFile}, "localhost", false, "certificate", "not signed by a CA in tls.ca_file " + p.OtherCAFile},
+		{"the system's roots do not know the test CA", Config{}, "localhost", false, "certificate", "not signed by a CA this system trusts: set tls.ca_file"},
+		{"a name the certificate lacks", Config{CAFile: p.CAFile}, "db.example", false, "db.example", "not for the name dialled"},
+		{"insecure_skip_verify accepts it", Config{InsecureSkipVerify: true}, "localhost", false, "", ""},
+		{"a client certificate where one is required", Config{CAFile: p.CAFile, CertFile: p.ClientCertFile, KeyFile: p.ClientKeyFile}, "localhost", true, "", ""},
+		{"none where one is required", Config{CAFile: p.CAFile}, "localhost", true, "certificate", "set tls.cert_file and tls.key_file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -176,7 +107,28 @@ func TestClientHandshakes(t *testing.T) {
 			case c.wantErr != "" && !strings.Contains(err.Error(), c.wantErr):
 				t.Fatalf("handshake: %v, want an error about %s", err, c.wantErr)
 			}
+			if hint := c.cfg.Hint("tls.", err); !strings.Contains(hint, c.wantHint) || (c.wantHint == "") != (hint == "") {
+				t.Errorf("Hint(%v) = %q, want %q", err, hint, c.wantHint)
+			}
 		})
+	}
+}
+
+// A server that answers in plain text: Hint says it does not speak TLS.
+func TestHintPlainServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	acceptOnce(ln, func(c net.Conn) { _, _ = c.Write([]byte("-ERR not TLS\r\n")) })
+	tc, err := Config{}.Client("tls.", "localhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), tc)
+	if hint := (Config{}).Hint("tls.", err); !strings.Contains(hint, "does not speak TLS") {
+		t.Errorf("Hint(%v) = %q", err, hint)
 	}
 }
 
@@ -187,11 +139,11 @@ func TestClientErrorsNameTheKey(t *testing.T) {
 		block string
 		want  string
 	}{
-		{Config{CAFile: filepath.Join(p.dir, "missing.pem")}, "tls.", "tls.ca_file: open "},
+		{Config{CAFile: filepath.Join(p.Dir, "missing.pem")}, "tls.", "tls.ca_file: open "},
 		{Config{CAFile: p.notPEMFile}, "tls.", "tls.ca_file: " + p.notPEMFile + " holds no PEM certificate"},
 		{Config{CAFile: p.notPEMFile}, "", "ca_file: " + p.notPEMFile + " holds no PEM certificate"},
-		{Config{CertFile: p.certFile}, "tls.", "tls.cert_file and key_file go together"},
-		{Config{CertFile: p.certFile, KeyFile: p.notPEMFile}, "tls.", "tls.cert_file and key_file: "},
+		{Config{CertFile: p.ClientCertFile}, "tls.", "tls.cert_file and key_file go together"},
+		{Config{CertFile: p.ClientCertFile, KeyFile: p.notPEMFile}, "tls.", "tls.cert_file and key_file: "},
 	}
 	for _, c := range cases {
 		_, err := c.cfg.Client(c.block, "")

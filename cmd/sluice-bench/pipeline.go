@@ -84,7 +84,7 @@ func netSinkKinds() []bench.SinkKind {
 	}, {
 		Name: "redis",
 		New: func(ctx context.Context, dir string, _ codec.Format) (pipeline.Sink, func(), error) {
-			srv, err := throwaway.StartRedisServer(ctx, dir)
+			srv, err := throwaway.StartRedisServer(ctx, throwaway.RedisOptions{Dir: dir})
 			if err != nil {
 				return nil, nil, err
 			}

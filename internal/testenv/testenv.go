@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/position"
 )
@@ -36,6 +37,8 @@ type (
 	Options = throwaway.Options
 	// Redis is a running (or stopped) throwaway redis-server.
 	Redis = throwaway.Redis
+	// RedisOptions configure StartRedisServer.
+	RedisOptions = throwaway.RedisOptions
 	// MySQLDist is an unpacked MySQL distribution.
 	MySQLDist = throwaway.MySQLDist
 	// Tool is a command-line program that comes with a server.
@@ -65,11 +68,10 @@ func StartMany(ctx context.Context, opts []Options, setup ...string) ([]*Server,
 	return throwaway.StartMany(ctx, opts, setup...)
 }
 
-// StartRedisServer starts a redis-server with its data in dir (a new
-// temporary directory when ""); the caller closes it
+// StartRedisServer starts a redis-server; the caller closes it
 // (throwaway.StartRedisServer).
-func StartRedisServer(ctx context.Context, dir string) (*Redis, error) {
-	return throwaway.StartRedisServer(ctx, dir)
+func StartRedisServer(ctx context.Context, opts RedisOptions) (*Redis, error) {
+	return throwaway.StartRedisServer(ctx, opts)
 }
 
 // Flavors returns the servers tests run on: both, unless
@@ -121,9 +123,23 @@ func StartT(t testing.TB, opts Options) *Server {
 // t's cleanup. It calls t.Fatal if the server cannot be started.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
+	return startRedis(t, RedisOptions{})
+}
+
+// StartRedisSecure is StartRedis with what managed services require:
+// ACL users (name: password) and, with p, a tls-port (TLSAddr) presenting
+// p's server certificate, which with clientAuth requires a client
+// certificate signed by p's CA.
+func StartRedisSecure(t testing.TB, users map[string]string, p *certs.PKI, clientAuth bool) *Redis {
+	t.Helper()
+	return startRedis(t, RedisOptions{Users: users, TLS: p, ClientAuth: clientAuth})
+}
+
+func startRedis(t testing.TB, opts RedisOptions) *Redis {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), throwaway.StartTimeout)
 	defer cancel()
-	r, err := StartRedisServer(ctx, "")
+	r, err := StartRedisServer(ctx, opts)
 	if err != nil {
 		t.Fatalf("testenv: starting Redis: %v", err)
 	}

@@ -77,8 +77,10 @@ type Sink struct {
 	// template of the schema-change topic (nil otherwise).
 	schemaTopic *topicTemplate
 	// opts are the client options both clients share: brokers, TLS,
-	// SASL, client id, timeouts, logger.
-	opts []kgo.Opt
+	// SASL, client id, timeouts, logger, and the hook that records which
+	// broker refused a connection.
+	opts    []kgo.Opt
+	refused *refusals
 
 	// meta serves metadata and admin requests and recovery's reads; it
 	// lives as long as the sink.
@@ -223,10 +225,12 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 		sources:     map[string][]byte{},
 		pipeVal:     []byte(pipelineName),
 		offs:        offsets{},
+		refused:     &refusals{},
 	}
 	if s.opts, err = clientOpts(cfg, log); err != nil {
 		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
 	}
+	s.opts = append(s.opts, kgo.WithHooks(s.refused))
 	if s.meta, err = kgo.NewClient(s.opts...); err != nil {
 		return nil, fmt.Errorf("sink %s: %w", cfg.Name, err)
 	}
@@ -876,6 +880,9 @@ func (s *Sink) wrap(what string, err error) error {
 	if isFenced(err) {
 		return fmt.Errorf("kafka: sink %s: %s: another producer with transactional id %q has started (a newer process of pipeline %q): %w: %w",
 			s.cfg.Name, what, s.cfg.TransactionalID, s.pipeline, sink.ErrFenced, err)
+	}
+	if hint := s.explainRefusal(err); hint != "" {
+		return fmt.Errorf("kafka: sink %s: %s: %w; %s", s.cfg.Name, what, err, hint)
 	}
 	return fmt.Errorf("kafka: sink %s: %s: %w; is the cluster at %s up and reachable?", s.cfg.Name, what, err, strings.Join(s.cfg.Brokers, ","))
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/kafkatest"
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/pipeline"
@@ -820,32 +821,89 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 }
 
-// SASL on a real broker's SASL_PLAINTEXT listener, with each mechanism
-// sluice offers: the right password writes, a wrong one fails without
-// naming the password.
-func TestSASL(t *testing.T) {
-	k := kafkaenv.StartSASL(t, map[string]string{"sluice": "s3cret"})
-	for _, mech := range []string{"PLAIN", "scram-sha-256", "SCRAM-SHA-512"} {
-		t.Run(mech, func(t *testing.T) {
-			c := &cluster{addrs: k.SASLBrokers(), prefix: kafkaenv.Name(t, "")}
-			s := newSink(t, c, Config{SASL: &SASLConfig{Mechanism: mech, User: "sluice", Password: "s3cret"}})
+// The listeners of managed services, on one real broker: SASL_PLAINTEXT
+// with each mechanism sluice offers, SSL with a client certificate
+// (mTLS), and SASL_SSL (TLS, then PLAIN or SCRAM-SHA-512) with the CA the
+// test made. The right credentials write exactly once; a wrong password,
+// a wrong CA or a missing client certificate fail with an error that
+// names the broker and the cause, and never the password.
+func TestSecureListeners(t *testing.T) {
+	const password = "s3cret-Pw"
+	p := certs.New(t)
+	k := kafkaenv.StartSecure(t, map[string]string{"sluice": password}, p, true)
+	ca := &TLSConfig{CAFile: p.CAFile}
+	mtls := &TLSConfig{CAFile: p.CAFile, CertFile: p.ClientCertFile, KeyFile: p.ClientKeyFile}
+	cases := []struct {
+		name    string
+		brokers []string
+		tls     *TLSConfig
+		mech    string
+	}{
+		{"SASL_PLAINTEXT/PLAIN", k.SASLBrokers(), nil, "PLAIN"},
+		{"SASL_PLAINTEXT/scram-sha-256", k.SASLBrokers(), nil, "scram-sha-256"},
+		{"SASL_PLAINTEXT/SCRAM-SHA-512", k.SASLBrokers(), nil, "SCRAM-SHA-512"},
+		{"SSL/client certificate", k.TLSBrokers(), mtls, ""},
+		{"SASL_SSL/PLAIN", k.SASLTLSBrokers(), ca, "PLAIN"},
+		{"SASL_SSL/SCRAM-SHA-512", k.SASLTLSBrokers(), ca, "SCRAM-SHA-512"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &cluster{addrs: tc.brokers, prefix: kafkaenv.Name(t, "")}
+			cfg := Config{TLS: tc.tls}
+			if tc.mech != "" {
+				cfg.SASL = &SASLConfig{Mechanism: tc.mech, User: "sluice", Password: password}
+			}
+			s := newSink(t, c, cfg)
 			mustRecover(t, s, 1, "")
 			mustWrite(t, s, batch(1, 1, 5))
-			if got := seqsOf(t, readAll(t, &cluster{k: k, prefix: c.prefix}, "shop.orders", "shop.order_lines")); !slices.Equal(got, seqRange(1, 5)) {
-				t.Fatalf("seqs %v, want 1..5", got)
+			mustWrite(t, s, batch(1, 6, 9))
+			checkOnce(t, &cluster{k: k, prefix: c.prefix}, 1, 9, "shop.orders", "shop.order_lines")
+			// Again after a recovery: nothing doubled.
+			s2 := newSink(t, c, cfg)
+			if rec := mustRecover(t, s2, 2, ""); rec.MaxSeq != 9 {
+				t.Fatalf("Recover found seq %d, want 9", rec.MaxSeq)
 			}
-
-			bad := newSink(t, c, Config{SASL: &SASLConfig{Mechanism: mech, User: "sluice", Password: "wrong-pw"}, RequestTimeout: time.Second})
-			_, err := bad.Recover(testCtx(t), 1, "")
-			if err == nil {
-				t.Fatal("Recover with a wrong password succeeded")
+			if tc.mech == "" {
+				return
 			}
-			t.Logf("wrong password: %v", err)
-			if strings.Contains(err.Error(), "wrong-pw") {
-				t.Errorf("the error names the password: %v", err)
-			}
+			bad := cfg
+			bad.SASL = &SASLConfig{Mechanism: tc.mech, User: "sluice", Password: "wrong-pw"}
+			refused(t, c, bad, tc.brokers[0], "wrong-pw", "SASL", "sasl.user and sasl.password")
 		})
 	}
+	t.Run("SASL_SSL/wrong CA", func(t *testing.T) {
+		c := &cluster{addrs: k.SASLTLSBrokers(), prefix: kafkaenv.Name(t, "")}
+		cfg := Config{TLS: &TLSConfig{CAFile: p.OtherCAFile}, SASL: &SASLConfig{Mechanism: "PLAIN", User: "sluice", Password: password}}
+		refused(t, c, cfg, c.addrs[0], password, "certificate signed by unknown authority", "tls.ca_file")
+	})
+	t.Run("SASL_SSL/system CAs", func(t *testing.T) {
+		c := &cluster{addrs: k.SASLTLSBrokers(), prefix: kafkaenv.Name(t, "")}
+		cfg := Config{TLS: &TLSConfig{}, SASL: &SASLConfig{Mechanism: "PLAIN", User: "sluice", Password: password}}
+		refused(t, c, cfg, c.addrs[0], password, "certificate signed by unknown authority", "tls.ca_file")
+	})
+	t.Run("SSL/no client certificate", func(t *testing.T) {
+		c := &cluster{addrs: k.TLSBrokers(), prefix: kafkaenv.Name(t, "")}
+		refused(t, c, Config{TLS: ca}, c.addrs[0], "", "certificate", "tls.cert_file")
+	})
+	t.Run("SASL_SSL without tls", func(t *testing.T) {
+		c := &cluster{addrs: k.SASLTLSBrokers(), prefix: kafkaenv.Name(t, "")}
+		cfg := Config{SASL: &SASLConfig{Mechanism: "PLAIN", User: "sluice", Password: password}}
+		refused(t, c, cfg, c.addrs[0], password, "", "")
+	})
+}
+
+// refused checks that a sink with cfg cannot recover on c, with an error
+// naming broker and holding each of want, never password.
+func refused(t *testing.T, c *cluster, cfg Config, broker, password string, want ...string) {
+	t.Helper()
+	cfg.RequestTimeout = 2 * time.Second
+	s := newSink(t, c, cfg)
+	_, err := s.Recover(testCtx(t), 1, "")
+	var secrets []string
+	if password != "" {
+		secrets = []string{password}
+	}
+	certs.Refused(t, err, secrets, append(want, broker)...)
 }
 
 func TestBadOffset(t *testing.T) {

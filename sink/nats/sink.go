@@ -173,7 +173,7 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	}
 	nc, err := gonats.Connect(cfg.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("sink %s: connecting to NATS at %s: %w; check url, credentials and tls, and that the server is running", cfg.Name, cfg.URL, err)
+		return nil, fmt.Errorf("sink %s: connecting to NATS at %s: %w; %s", cfg.Name, cfg.URL, err, connectHint(cfg, err))
 	}
 	js, err := jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
@@ -186,6 +186,30 @@ func New(cfg Config, pipelineName string, log *slog.Logger) (*Sink, error) {
 	}
 	s.nc, s.js = nc, js
 	return s, nil
+}
+
+// connectHint says what to check after a failed connection: the
+// credentials the server refused, the TLS settings of a handshake that
+// failed, a client certificate when a TLS server ended the connection at
+// once, else everything.
+func connectHint(cfg Config, err error) string {
+	switch {
+	case errors.Is(err, gonats.ErrAuthorization) && cfg.User != "":
+		return fmt.Sprintf("the server refused user %q: check user and password", cfg.User)
+	case errors.Is(err, gonats.ErrAuthorization) && cfg.CredsFile != "":
+		return "the server refused the credentials in creds_file " + cfg.CredsFile
+	case errors.Is(err, gonats.ErrAuthorization) && cfg.Token != "":
+		return "the server refused the token: check token"
+	case errors.Is(err, gonats.ErrAuthorization):
+		return "the server requires authentication: set user and password, token or creds_file"
+	case cfg.TLS.Hint("tls.", err) != "":
+		return cfg.TLS.Hint("tls.", err)
+	case errors.Is(err, gonats.ErrTLS) && cfg.TLS.CertFile == "":
+		return "if the server requires client certificates (tls verify), set tls.cert_file and tls.key_file"
+	case errors.Is(err, gonats.ErrTLS):
+		return "is tls.cert_file " + cfg.TLS.CertFile + " signed by a CA that the server trusts?"
+	}
+	return "check url, credentials and tls, and that the server is running"
 }
 
 // Format is the format of the messages' data (sink.Formatted).

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluice-cdc/sluice/binlog"
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
@@ -92,11 +93,11 @@ type stored struct {
 }
 
 // readStream returns every message of the stream, with data and headers,
-// read over a connection of its own.
-func readStream(t testing.TB, url, stream string) []stored {
+// read over a connection of its own (made with opts).
+func readStream(t testing.TB, url, stream string, opts ...gonats.Option) []stored {
 	t.Helper()
 	ctx := testCtx(t)
-	nc, err := gonats.Connect(url)
+	nc, err := gonats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -645,5 +646,54 @@ func TestCloseReleases(t *testing.T) {
 			t.Fatalf("%d goroutines of the NATS client left after Close:\n%s", len(left), strings.Join(left, "\n\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// What managed NATS services require, on a real nats-server: TLS
+// verified against the CA the test made, with a client certificate the
+// server verifies, and a user with a password. The right settings write
+// exactly once; a wrong CA, a wrong password or a missing client
+// certificate is refused with an error that names the server and the
+// cause, and never the password.
+func TestTLSAndUser(t *testing.T) {
+	const password = "s3cret-Pw"
+	p := certs.New(t)
+	n := natsenv.StartSecure(t, map[string]string{"sluice": password}, p, true)
+	good := Config{User: "sluice", Password: password, TLS: TLSConfig{CAFile: p.CAFile, CertFile: p.ClientCertFile, KeyFile: p.ClientKeyFile}}
+	s := newSink(t, n.URL(), good)
+	mustRecover(t, s, 1, "")
+	mustWrite(t, s, batch(1, 1, 5))
+	mustWrite(t, s, batch(1, 6, 8))
+	tc, err := good.TLS.Client("tls.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := seqs(t, readStream(t, n.URL(), "sluice-"+testPipeline, gonats.UserInfo("sluice", password), gonats.Secure(tc))); !equalSeqs(got, seqRange(1, 8)) {
+		t.Fatalf("stream holds seqs %v, want 1..8 once each", got)
+	}
+	if rec := mustRecover(t, newSink(t, n.URL(), good), 2, ""); rec.MaxSeq != 8 {
+		t.Fatalf("Recover found seq %d, want 8", rec.MaxSeq)
+	}
+
+	wrongCA, noCert, wrongPW, noTLS := good, good, good, good
+	wrongCA.TLS.CAFile = p.OtherCAFile
+	noCert.TLS.CertFile, noCert.TLS.KeyFile = "", ""
+	wrongPW.Password = "wrong-pw"
+	noTLS.TLS = TLSConfig{}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want []string
+	}{
+		{"wrong CA", wrongCA, []string{"certificate signed by unknown authority", "tls.ca_file"}},
+		{"no client certificate", noCert, []string{"tls.cert_file"}},
+		{"wrong password", wrongPW, []string{"Authorization Violation", "user and password"}},
+		{"no TLS", noTLS, []string{"tls"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.URL, c.cfg.ConnectTimeout = n.URL(), time.Second
+			_, err := New(c.cfg, testPipeline, quietLog())
+			certs.Refused(t, err, []string{password, "wrong-pw"}, append(c.want, n.URL())...)
+		})
 	}
 }

@@ -187,10 +187,40 @@ func (s *Sink) connect(ctx context.Context) error {
 	}
 	c, err := dial(ctx, &s.dial)
 	if err != nil {
-		return fmt.Errorf("redis sink %s: connecting to %s: %w (is the Redis server up and reachable?)", s.name, s.cfg.Addr, err)
+		if hint := s.connectHint(err); hint != "" {
+			return fmt.Errorf("redis sink %s: connecting to %s: %w; %s", s.name, s.cfg.Addr, err, hint)
+		}
+		return fmt.Errorf("redis sink %s: connecting to %s: %w", s.name, s.cfg.Addr, err)
 	}
 	s.cn = c
 	return nil
+}
+
+// connectHint says what to check after a failed connection: the TLS
+// settings for a handshake that failed, a client certificate when a TLS
+// server ended the connection, the tls setting when a server ended a
+// plain one at once, nothing more after a refusal that says what to
+// check, else whether the server is up.
+func (s *Sink) connectHint(err error) string {
+	block, tcfg := "tls.", s.cfg.TLS.Config
+	if tcfg.CAFile == "" && s.cfg.CAFile != "" {
+		block, tcfg.CAFile = "", s.cfg.CAFile
+	}
+	switch {
+	case isRespError(err):
+		return ""
+	case s.dial.tls != nil && tcfg.Hint(block, err) != "":
+		return tcfg.Hint(block, err)
+	case errors.Is(err, errTLSHandshake) && errors.Is(err, context.DeadlineExceeded):
+		return "the server did not answer the TLS handshake: is this its TLS port (tls-port)? A plain port never answers one"
+	case errors.Is(err, errClosedAfterHandshake) && tcfg.CertFile == "":
+		return "if the server requires client certificates (tls-auth-clients yes), set tls.cert_file and tls.key_file"
+	case errors.Is(err, errClosedAfterHandshake):
+		return "is tls.cert_file " + tcfg.CertFile + " signed by a CA that the server trusts (tls-ca-cert-file)?"
+	case errors.Is(err, errClosedAtFirstCommand):
+		return "if this port takes TLS (Redis's tls-port; managed services require it), set tls"
+	}
+	return "is the Redis server up and reachable?"
 }
 
 // Recover fences older writers (it records epoch in the high-water hash,

@@ -74,44 +74,71 @@ func dial(ctx context.Context, o *dialOptions) (*conn, error) {
 		t := tls.Client(nc, o.tls)
 		if err := t.HandshakeContext(dctx); err != nil {
 			nc.Close()
-			return nil, fmt.Errorf("TLS handshake: %w", err)
+			return nil, fmt.Errorf("%w: %w", errTLSHandshake, err)
 		}
 		nc = t
 	}
 	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufferSize), timeout: o.timeout}
-	n := 0
+	var cmds []string // the commands sent, one reply each
 	if o.password != "" || o.username != "" {
 		if o.username != "" {
 			c.out = appendCommand(c.out, "AUTH", o.username, o.password)
 		} else {
 			c.out = appendCommand(c.out, "AUTH", o.password)
 		}
-		n++
+		cmds = append(cmds, "AUTH")
 	}
 	if o.db != 0 {
 		c.out = appendCommand(c.out, "SELECT", strconv.Itoa(o.db))
-		n++
+		cmds = append(cmds, "SELECT")
 	}
-	if n == 0 {
+	if len(cmds) == 0 && o.tls != nil {
+		// In TLS 1.3 a server that refuses the client's certificate
+		// says so after the handshake: one round trip finds out here.
+		c.out = appendCommand(c.out, "PING")
+		cmds = append(cmds, "PING")
+	}
+	if len(cmds) == 0 {
 		return c, nil
 	}
+	failed := ""
 	err = c.exchange(ctx, 0, func() error {
-		for i := 0; i < n; i++ {
+		for _, cmd := range cmds {
 			if _, err := c.read(); err != nil {
+				failed = cmd
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		c.close()
-		if isRespError(err) {
-			return nil, fmt.Errorf("logging in (AUTH, SELECT %d): %w; check username, password and db", o.db, err)
-		}
-		return nil, err
+	if err == nil {
+		return c, nil
 	}
-	return c, nil
+	c.close()
+	var ne net.Error
+	switch {
+	case isRespError(err) && failed == "AUTH" && o.username != "":
+		return nil, fmt.Errorf("logging in as user %q (AUTH): %w; check username and password", o.username, err)
+	case isRespError(err) && failed == "AUTH":
+		return nil, fmt.Errorf("logging in (AUTH with a password and no username, the default user): %w; check password, and set username for an ACL user", err)
+	case isRespError(err) && failed == "SELECT":
+		return nil, fmt.Errorf("selecting database %d (SELECT): %w; check db", o.db, err)
+	case isRespError(err), errors.As(err, &ne) && ne.Timeout(), ctx.Err() != nil:
+		return nil, err
+	case o.tls != nil:
+		return nil, fmt.Errorf("%w: %w", errClosedAfterHandshake, err)
+	default:
+		return nil, fmt.Errorf("%w: %w", errClosedAtFirstCommand, err)
+	}
 }
+
+// Errors of a connection that failed in its TLS handshake, or that the
+// server ended at the first command.
+var (
+	errTLSHandshake         = errors.New("TLS handshake")
+	errClosedAfterHandshake = errors.New("the server ended the connection after the TLS handshake")
+	errClosedAtFirstCommand = errors.New("the server ended the connection at the first command")
+)
 
 func (c *conn) close() error { return c.nc.Close() }
 

@@ -24,8 +24,11 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 )
 
 // startTimeout bounds the wait for a new server to be ready (to have
@@ -45,10 +48,18 @@ type Etcd struct {
 // not start.
 func Start(t testing.TB) *Etcd {
 	t.Helper()
+	return StartSecure(t, nil)
+}
+
+// StartSecure is Start with, for p, TLS on the client port (Endpoint is
+// https://...) presenting p's server certificate and requiring a client
+// certificate signed by p's CA (etcd's --client-cert-auth).
+func StartSecure(t testing.TB, p *certs.PKI) *Etcd {
+	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	e, err := StartServer(ctx, dir)
+	e, err := startServer(ctx, dir, p)
 	if err != nil {
 		t.Fatalf("etcdenv: %v", err)
 	}
@@ -63,6 +74,10 @@ func Start(t testing.TB) *Etcd {
 // for callers without a testing.TB, such as benchmark commands; the caller
 // must Close it.
 func StartServer(ctx context.Context, dir string) (*Etcd, error) {
+	return startServer(ctx, dir, nil)
+}
+
+func startServer(ctx context.Context, dir string, p *certs.PKI) (*Etcd, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = "sluice-test"
 	cfg.Dir = dir
@@ -70,8 +85,13 @@ func StartServer(ctx context.Context, dir string) (*Etcd, error) {
 	// no two tests can race for the same port. The advertised peer URL
 	// keeps port 0; a one-member cluster never dials it.
 	local := url.URL{Scheme: "http", Host: "127.0.0.1:0"}
-	cfg.ListenClientUrls = []url.URL{local}
-	cfg.AdvertiseClientUrls = []url.URL{local}
+	client := local
+	if p != nil {
+		client.Scheme = "https"
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: p.CertFile, KeyFile: p.KeyFile, TrustedCAFile: p.CAFile, ClientCertAuth: true}
+	}
+	cfg.ListenClientUrls = []url.URL{client}
+	cfg.AdvertiseClientUrls = []url.URL{client}
 	cfg.ListenPeerUrls = []url.URL{local}
 	cfg.AdvertisePeerUrls = []url.URL{local}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
@@ -99,12 +119,13 @@ func StartServer(ctx context.Context, dir string) (*Etcd, error) {
 	}
 	return &Etcd{
 		srv:      srv,
-		endpoint: "http://" + srv.Clients[0].Addr().String(),
+		endpoint: client.Scheme + "://" + srv.Clients[0].Addr().String(),
 		dir:      dir,
 	}, nil
 }
 
-// Endpoint is the client URL, http://127.0.0.1:PORT.
+// Endpoint is the client URL, http://127.0.0.1:PORT (https with
+// StartSecure).
 func (e *Etcd) Endpoint() string { return e.endpoint }
 
 // Dir is the server's data directory.

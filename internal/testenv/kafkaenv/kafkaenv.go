@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 )
 
@@ -107,12 +108,15 @@ func StartCluster(t testing.TB, config map[string]string) *Kafka {
 	return start(t, throwaway.KafkaOptions{Nodes: 3, Config: config})
 }
 
-// StartSASL starts a one-node cluster for the test whose SASLBrokers take
-// users (name: password) with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
-// stopped at the end of the test.
-func StartSASL(t testing.TB, users map[string]string) *Kafka {
+// StartSecure starts a one-node cluster for the test, stopped at the end
+// of the test, with the listeners that managed services offer: with users
+// (name: password), SASLBrokers take them with PLAIN, SCRAM-SHA-256 and
+// SCRAM-SHA-512; with p, TLSBrokers present p's server certificate (and,
+// with clientAuth, require a client certificate signed by p's CA), and
+// with users too SASLTLSBrokers do TLS then SASL. Either may be nil.
+func StartSecure(t testing.TB, users map[string]string, p *certs.PKI, clientAuth bool) *Kafka {
 	t.Helper()
-	return start(t, throwaway.KafkaOptions{Nodes: 1, SASL: users})
+	return start(t, throwaway.KafkaOptions{Nodes: 1, SASL: users, TLS: p, ClientAuth: clientAuth})
 }
 
 func start(t testing.TB, opts throwaway.KafkaOptions) *Kafka {

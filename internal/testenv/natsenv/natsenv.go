@@ -4,6 +4,7 @@
 package natsenv
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 )
 
 // Throwaway NATS servers with JetStream.
@@ -30,6 +33,9 @@ type NATS struct {
 	t        testing.TB
 	port     int
 	storeDir string
+	// tls and users are StartSecure's.
+	tls   *tls.Config
+	users map[string]string
 
 	mu  sync.Mutex
 	srv *server.Server // nil while shut down
@@ -41,7 +47,19 @@ const natsStartTimeout = 10 * time.Second
 // at the end of the test. It fails the test if the server does not start.
 func StartNATS(t testing.TB) *NATS {
 	t.Helper()
-	n := &NATS{t: t, port: server.RANDOM_PORT, storeDir: t.TempDir()}
+	return StartSecure(t, nil, nil, false)
+}
+
+// StartSecure is StartNATS with what managed services require: users
+// (name: password), each with every permission, and, with p, TLS with
+// p's server certificate on the client port, which every client must then
+// use; with clientAuth, clients need a certificate signed by p's CA.
+func StartSecure(t testing.TB, users map[string]string, p *certs.PKI, clientAuth bool) *NATS {
+	t.Helper()
+	n := &NATS{t: t, port: server.RANDOM_PORT, storeDir: t.TempDir(), users: users}
+	if p != nil {
+		n.tls = p.ServerTLS(clientAuth)
+	}
 	// Registered after TempDir's own cleanup, so it runs first: the server
 	// closes its files before the directory is removed.
 	t.Cleanup(n.Shutdown)
@@ -106,6 +124,14 @@ func (n *NATS) start() error {
 		JetStreamMaxStore:  8 << 30,
 		NoLog:              true,
 		NoSigs:             true,
+	}
+	if n.tls != nil {
+		opts.TLS, opts.TLSConfig = true, n.tls
+		opts.TLSVerify = n.tls.ClientAuth == tls.RequireAndVerifyClientCert
+		opts.TLSTimeout = 2
+	}
+	for user, pw := range n.users {
+		opts.Users = append(opts.Users, &server.User{Username: user, Password: pw})
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 )
 
 // Throwaway Apache Kafka brokers.
@@ -237,6 +239,14 @@ type KafkaOptions struct {
 	// '\\'. The PLAINTEXT listener (Brokers) stays open, without
 	// authentication.
 	SASL map[string]string
+	// TLS, when set, adds an SSL listener on each node (TLSBrokers) that
+	// presents TLS's server certificate and, with ClientAuth, requires a
+	// client certificate signed by its CA; with SASL too, also a SASL_SSL
+	// listener (SASLTLSBrokers: TLS without client certificates, then
+	// SASL). The brokers read TLS.KeystoreFile and TLS.CAFile as PEM
+	// keystore and truststore.
+	TLS        *certs.PKI
+	ClientAuth bool
 }
 
 // Kafka is a running throwaway Kafka cluster. Its methods are safe for
@@ -256,8 +266,11 @@ type kafkaNode struct {
 	port     int // the PLAINTEXT listener
 	ctrlPort int // the CONTROLLER listener
 	saslPort int // the SASL_PLAINTEXT listener, with KafkaOptions.SASL
-	dir      string
-	proc     *process
+	tlsPort  int // the SSL listener, with KafkaOptions.TLS
+	// saslTLSPort is the SASL_SSL listener, with KafkaOptions.SASL and TLS.
+	saslTLSPort int
+	dir         string
+	proc        *process
 }
 
 // StartKafka starts a cluster of opts.Nodes nodes in a new temporary
@@ -332,6 +345,16 @@ func (k *Kafka) startAllLocked(ctx context.Context) error {
 		}
 		if k.opts.SASL != nil {
 			if n.saslPort, err = freePort(); err != nil {
+				return err
+			}
+		}
+		if k.opts.TLS != nil {
+			if n.tlsPort, err = freePort(); err != nil {
+				return err
+			}
+		}
+		if k.opts.SASL != nil && k.opts.TLS != nil {
+			if n.saslTLSPort, err = freePort(); err != nil {
 				return err
 			}
 		}
@@ -426,14 +449,30 @@ func (k *Kafka) addSCRAMUsers(ctx context.Context) error {
 // SASLBrokers returns the SASL_PLAINTEXT listeners of the nodes (nil
 // without KafkaOptions.SASL).
 func (k *Kafka) SASLBrokers() []string {
-	if k.opts.SASL == nil {
+	return k.listeners(k.opts.SASL != nil, func(n *kafkaNode) int { return n.saslPort })
+}
+
+// TLSBrokers returns the SSL listeners of the nodes (nil without
+// KafkaOptions.TLS).
+func (k *Kafka) TLSBrokers() []string {
+	return k.listeners(k.opts.TLS != nil, func(n *kafkaNode) int { return n.tlsPort })
+}
+
+// SASLTLSBrokers returns the SASL_SSL listeners of the nodes (nil
+// without both KafkaOptions.SASL and TLS).
+func (k *Kafka) SASLTLSBrokers() []string {
+	return k.listeners(k.opts.SASL != nil && k.opts.TLS != nil, func(n *kafkaNode) int { return n.saslTLSPort })
+}
+
+func (k *Kafka) listeners(on bool, port func(*kafkaNode) int) []string {
+	if !on {
 		return nil
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := make([]string, len(k.nodes))
 	for i, n := range k.nodes {
-		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.saslPort))
+		out[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port(n)))
 	}
 	return out
 }
@@ -522,11 +561,35 @@ func (k *Kafka) properties(n *kafkaNode) string {
 		"controlled.shutdown.enable":                                  "true",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms": "10000",
 	}
+	listener := func(name string, port int) {
+		l := fmt.Sprintf("%s://127.0.0.1:%d", name, port)
+		props["listeners"] += "," + l
+		props["advertised.listeners"] += "," + l
+		props["listener.security.protocol.map"] += "," + name + ":" + name
+	}
+	var saslListeners []string
 	if k.opts.SASL != nil {
-		sasl := fmt.Sprintf("SASL_PLAINTEXT://127.0.0.1:%d", n.saslPort)
-		props["listeners"] += "," + sasl
-		props["advertised.listeners"] += "," + sasl
-		props["listener.security.protocol.map"] += ",SASL_PLAINTEXT:SASL_PLAINTEXT"
+		listener("SASL_PLAINTEXT", n.saslPort)
+		saslListeners = append(saslListeners, "sasl_plaintext")
+	}
+	if t := k.opts.TLS; t != nil {
+		listener("SSL", n.tlsPort)
+		// One keystore and truststore for the SSL and SASL_SSL
+		// listeners, PEM files.
+		props["ssl.keystore.type"] = "PEM"
+		props["ssl.keystore.location"] = t.KeystoreFile
+		props["ssl.truststore.type"] = "PEM"
+		props["ssl.truststore.location"] = t.CAFile
+		if k.opts.ClientAuth {
+			props["listener.name.ssl.ssl.client.auth"] = "required"
+		}
+		if k.opts.SASL != nil {
+			listener("SASL_SSL", n.saslTLSPort)
+			props["listener.name.sasl_ssl.ssl.client.auth"] = "none"
+			saslListeners = append(saslListeners, "sasl_ssl")
+		}
+	}
+	if k.opts.SASL != nil {
 		props["sasl.enabled.mechanisms"] = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 		users := []string{"org.apache.kafka.common.security.plain.PlainLoginModule required"}
 		names := make([]string, 0, len(k.opts.SASL))
@@ -537,9 +600,11 @@ func (k *Kafka) properties(n *kafkaNode) string {
 		for _, user := range names {
 			users = append(users, fmt.Sprintf("user_%s=%q", user, k.opts.SASL[user]))
 		}
-		props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = strings.Join(users, " ") + ";"
-		props["listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-		props["listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+		for _, l := range saslListeners {
+			props["listener.name."+l+".plain.sasl.jaas.config"] = strings.Join(users, " ") + ";"
+			props["listener.name."+l+".scram-sha-256.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+			props["listener.name."+l+".scram-sha-512.sasl.jaas.config"] = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+		}
 	}
 	for key, v := range k.opts.Config {
 		props[key] = v

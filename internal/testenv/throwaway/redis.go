@@ -12,11 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-cdc/sluice/internal/testenv/certs"
 )
 
 // Throwaway Redis servers.
@@ -28,7 +31,7 @@ import (
 // client was told about. RDB snapshots are off (save ""), so nothing is
 // written outside the directory.
 //
-//	r, err := throwaway.StartRedisServer(ctx, "") // in tests: testenv.StartRedis(t)
+//	r, err := throwaway.StartRedisServer(ctx, throwaway.RedisOptions{}) // in tests: testenv.StartRedis(t)
 //	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
 //	r.Stop()            // an outage: clients get connection errors
 //	r.Start(ctx)        // same port, same data
@@ -125,7 +128,11 @@ type Redis struct {
 	Port int
 	Dir  string // holds redis.conf, appendonlydir/, redis.log
 
+	// TLSPort is the tls-port, with RedisOptions.TLS (0 without).
+	TLSPort int
+
 	server  string
+	opts    RedisOptions
 	ownsDir bool // Close removes Dir
 
 	mu     sync.Mutex // serialises Start/Stop/Kill/Close
@@ -135,6 +142,26 @@ type Redis struct {
 
 // Addr returns "127.0.0.1:PORT".
 func (r *Redis) Addr() string { return net.JoinHostPort(r.Host, strconv.Itoa(r.Port)) }
+
+// TLSAddr returns "127.0.0.1:TLSPORT", the TLS listener (with
+// RedisOptions.TLS).
+func (r *Redis) TLSAddr() string { return net.JoinHostPort(r.Host, strconv.Itoa(r.TLSPort)) }
+
+// RedisOptions configure StartRedisServer.
+type RedisOptions struct {
+	// Dir holds the server's data: "" for a new temporary directory,
+	// removed by Close; else Dir (created if missing), which Close leaves
+	// in place.
+	Dir string
+	// TLS, when set, adds a tls-port (TLSAddr) presenting TLS's server
+	// certificate; with ClientAuth, clients there need a certificate
+	// signed by its CA. The plain port (Addr) stays open.
+	TLS        *certs.PKI
+	ClientAuth bool
+	// Users are ACL users (name: password, neither with white space) with
+	// every permission, besides the default user, who needs no password.
+	Users map[string]string
+}
 
 // LogPath is the server's log file.
 func (r *Redis) LogPath() string { return filepath.Join(r.Dir, "redis.log") }
@@ -150,16 +177,21 @@ func (r *Redis) Running() bool {
 }
 
 // StartRedisServer installs redis-server if needed (EnsureRedis) and starts
-// it on a free port of 127.0.0.1 with its data in dir: a new temporary
-// directory, removed by Close, when dir is ""; else dir (created if
-// missing), which Close leaves in place. It returns once the server
-// answers PING. ctx bounds startup only; call Close when done.
-func StartRedisServer(ctx context.Context, dir string) (*Redis, error) {
+// it on a free port of 127.0.0.1 with its data in opts.Dir. It returns
+// once the server answers PING. ctx bounds startup only; call Close when
+// done.
+func StartRedisServer(ctx context.Context, opts RedisOptions) (*Redis, error) {
 	if err := EnsureRedis(); err != nil {
 		return nil, err
 	}
+	for user, pw := range opts.Users {
+		if user == "" || pw == "" || strings.ContainsAny(user+pw, " \t\r\n\"'") {
+			return nil, fmt.Errorf("testenv: Redis user %q: a name and a password without white space or quotes", user)
+		}
+	}
 	server, _ := findBinary(redisServerCandidates)
-	r := &Redis{Host: "127.0.0.1", server: server}
+	r := &Redis{Host: "127.0.0.1", server: server, opts: opts}
+	dir := opts.Dir
 	if dir == "" {
 		d, err := ownedTempDir()
 		if err != nil {
@@ -184,7 +216,17 @@ func StartRedisServer(ctx context.Context, dir string) (*Redis, error) {
 	}()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := onFreePort(&r.Port, func() error { return r.startLocked(ctx) }); err != nil {
+	err := onFreePort(&r.Port, func() error {
+		if opts.TLS != nil {
+			p, err := freePort()
+			if err != nil {
+				return err
+			}
+			r.TLSPort = p
+		}
+		return r.startLocked(ctx)
+	})
+	if err != nil {
 		return nil, err
 	}
 	ok = true
@@ -194,7 +236,7 @@ func StartRedisServer(ctx context.Context, dir string) (*Redis, error) {
 // conf is the server's configuration. A config file rather than arguments
 // so that `save ""` needs no shell quoting and a person can read it.
 func (r *Redis) conf() string {
-	return strings.Join([]string{
+	lines := []string{
 		"bind 127.0.0.1",
 		"port " + strconv.Itoa(r.Port),
 		"protected-mode no",
@@ -208,8 +250,28 @@ func (r *Redis) conf() string {
 		"appendfsync always",
 		// A replica started by a test syncs at once, not after 5 s.
 		"repl-diskless-sync-delay 0",
-		"",
-	}, "\n")
+	}
+	if t := r.opts.TLS; t != nil {
+		auth := "no"
+		if r.opts.ClientAuth {
+			auth = "yes"
+		}
+		lines = append(lines,
+			"tls-port "+strconv.Itoa(r.TLSPort),
+			"tls-cert-file "+strconv.Quote(t.CertFile),
+			"tls-key-file "+strconv.Quote(t.KeyFile),
+			"tls-ca-cert-file "+strconv.Quote(t.CAFile),
+			"tls-auth-clients "+auth)
+	}
+	users := make([]string, 0, len(r.opts.Users))
+	for user := range r.opts.Users {
+		users = append(users, user)
+	}
+	sort.Strings(users)
+	for _, user := range users {
+		lines = append(lines, "user "+user+" on >"+r.opts.Users[user]+" ~* &* +@all")
+	}
+	return strings.Join(append(lines, ""), "\n")
 }
 
 // startLocked starts redis-server on r.Port and waits until it answers
@@ -252,7 +314,7 @@ func (r *Redis) startLocked(ctx context.Context) error {
 		select {
 		case <-p.done:
 			log := logSince()
-			if strings.Contains(log, "Address already in use") {
+			if strings.Contains(log, "Address already in use") || strings.Contains(log, "Could not create server TCP listening socket") {
 				return fmt.Errorf("testenv: redis-server on port %d: %w", r.Port, errPortInUse)
 			}
 			return fmt.Errorf("testenv: redis-server exited during startup (%v); log:\n%s%s",
