@@ -15,6 +15,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -63,6 +64,16 @@ type Options struct {
 // peers, then sluice's output in each format (`sluice tail --format`),
 // written to /dev/null (tail's summary counts the bytes).
 var Modes = []string{"sluice", "go-mysql", "raw", "sluice-json", "debezium", "debezium-schemas"}
+
+// DebeziumModes are Debezium itself as the speed peer (MySQL only: the
+// MariaDB connector is not served at 3.6.1): Debezium Embedded 3.6.1's
+// MySQL connector in a JVM of its own, each value serialised by Kafka
+// Connect's JsonConverter without and with schemas, the peers of the
+// debezium and debezium-schemas modes. Not among the default Modes (they
+// need Java and Maven); `make bench-debezium` runs them.
+var DebeziumModes = []string{"dbz-embedded", "dbz-embedded-schemas"}
+
+var errDebeziumMariaDB = errors.New("bench: Debezium's peer runs on MySQL only (debezium-connector-mariadb is not served at 3.6.1); leave dbz-embedded out of --modes or MariaDB out of --flavors")
 
 // formatArgs are the `sluice tail` output flags of each format mode.
 var formatArgs = map[string][]string{
@@ -218,6 +229,10 @@ type Result struct {
 	SteadySeconds float64
 	FirstRows     int64
 	MaxRSS        int64 // bytes
+	// StartupSeconds is, for the Debezium modes, the JVM's start to the
+	// first record (class loading, the engine, the connector's schema
+	// read); Seconds includes it, SteadySeconds does not.
+	StartupSeconds float64
 	// OutBytes is what a format mode wrote (its messages, newlines
 	// included).
 	OutBytes int64
@@ -285,8 +300,19 @@ func runChild(ctx context.Context, opts Options, db *throwaway.Server, rg Range,
 	if self == "" {
 		return Result{}, fmt.Errorf("bench: no binary to run mode %s in (Options.Self for sluice's modes, Options.Peer for the peers)", mode)
 	}
-	cmd := exec.CommandContext(ctx, self, args...)
-	if opts.ProfileDir != "" {
+	var cmd *exec.Cmd
+	dbz := slices.Contains(DebeziumModes, mode)
+	if dbz {
+		c, cleanup, err := debeziumCmd(ctx, db, rg, mode, 77101)
+		if err != nil {
+			return Result{}, err
+		}
+		defer cleanup()
+		cmd, tail = c, false
+	} else {
+		cmd = exec.CommandContext(ctx, self, args...)
+	}
+	if opts.ProfileDir != "" && !dbz {
 		cmd.Env = append(os.Environ(), "SLUICE_CPUPROFILE="+filepath.Join(opts.ProfileDir, rg.Name+"-"+mode+".prof"))
 	}
 	var out strings.Builder
@@ -300,7 +326,7 @@ func runChild(ctx context.Context, opts Options, db *throwaway.Server, rg Range,
 		cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	}
 	if err := cmd.Run(); err != nil {
-		return Result{}, fmt.Errorf("%s %s: %w\n%s", self, strings.Join(args, " "), err, out.String())
+		return Result{}, fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, out.String())
 	}
 	res := Result{Range: rg.Name, Mode: mode}
 	for _, f := range strings.Fields(out.String()) {
@@ -318,6 +344,8 @@ func runChild(ctx context.Context, opts Options, db *throwaway.Server, rg Range,
 			res.OutBytes, _ = strconv.ParseInt(v, 10, 64)
 		case "first_rows":
 			res.FirstRows, _ = strconv.ParseInt(v, 10, 64)
+		case "startup_seconds":
+			res.StartupSeconds, _ = strconv.ParseFloat(v, 64)
 		}
 	}
 	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
@@ -397,6 +425,40 @@ func Report(w io.Writer, results []Result) {
 			dz.RowsPerSec(), perRow(dz), ratio(dz, sj), cpuRow(dz), cpuRatio(dz, sj), ds.RowsPerSec(), perRow(ds), ratio(ds, sj), cpuRow(ds), cpuRatio(ds, sj))
 	}
 	tw.Flush()
+
+	// Debezium itself beside sluice's debezium format: each in steady
+	// state (first row to last) and with its start-up (process start to
+	// the last row: the JVM's class loading and warm-up, sluice's connect
+	// and preflight), CPU per row and peak memory of each process.
+	wall := func(r Result) float64 {
+		if r.Seconds == 0 {
+			return 0
+		}
+		return float64(r.Rows) / r.Seconds
+	}
+	header := false
+	for _, name := range order {
+		m := by[name]
+		for _, pair := range [][2]string{{"debezium", "dbz-embedded"}, {"debezium-schemas", "dbz-embedded-schemas"}} {
+			sl, dbz := m[pair[0]], m[pair[1]]
+			if dbz.Rows == 0 {
+				continue
+			}
+			if !header {
+				fmt.Fprintln(w)
+				tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+				fmt.Fprintln(tw, "| range	 format	 sluice rows/s steady	 with start-up	 CPU ns/row	 max RSS MiB	 Debezium rows/s steady	 with start-up	 start-up s	 CPU ns/row	 max RSS MiB	 rows/s sluice/Debezium	 CPU Debezium/sluice	")
+				fmt.Fprintln(tw, "|---	---	---	---	---	---	---	---	---	---	---	---	---	")
+				header = true
+			}
+			fmt.Fprintf(tw, "| %s	 %s	 %.0f	 %.0f	 %s	 %d	 %.0f	 %.0f	 %.2f	 %s	 %d	 %s	 %s	\n", name, pair[0],
+				sl.RowsPerSec(), wall(sl), cpuRow(sl), sl.MaxRSS>>20, dbz.RowsPerSec(), wall(dbz), dbz.StartupSeconds, cpuRow(dbz), dbz.MaxRSS>>20,
+				ratio(sl, dbz), cpuRatio(dbz, sl))
+		}
+	}
+	if header {
+		tw.Flush()
+	}
 }
 
 // masterPos is the server's current binlog position.

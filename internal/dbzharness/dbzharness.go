@@ -28,6 +28,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"embed"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -38,7 +39,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,11 +68,7 @@ type Record struct {
 // build yet, and returns the java command's class path (the harness jar
 // and its dependencies).
 func Build(ctx context.Context) (classpath string, err error) {
-	src, err := sourceDir()
-	if err != nil {
-		return "", err
-	}
-	sum, err := hashSources(src)
+	sum, err := hashSources()
 	if err != nil {
 		return "", err
 	}
@@ -103,7 +99,7 @@ func Build(ctx context.Context) (classpath string, err error) {
 		return "", fmt.Errorf("dbzharness: %w", err)
 	}
 	defer os.RemoveAll(work)
-	if err := copyTree(src, work); err != nil {
+	if err := writeSources(work); err != nil {
 		return "", fmt.Errorf("dbzharness: copying the sources: %w", err)
 	}
 	repo := filepath.Join(cache, "m2")
@@ -456,6 +452,65 @@ func MySQLProps(host string, port int, user, password, tables string, serverID u
 	}
 }
 
+// BenchCommand is the command of Debezium as sluice-bench's speed peer
+// (the harness's Bench class, a JVM of its own): one engine with props
+// that stops after max records, writing each value as JsonConverter does
+// (with schemas when schemas) to output, and prints its rows=N ...
+// summary. dir holds the properties and the schema history.
+func BenchCommand(ctx context.Context, dir string, props map[string]string, max int64, schemas bool, output string) (*exec.Cmd, error) {
+	cp, err := Build(ctx)
+	if err != nil {
+		return nil, err
+	}
+	java, err := javaBinary()
+	if err != nil {
+		return nil, err
+	}
+	p := map[string]string{
+		"name":                                  "sluice-bench",
+		"offset.storage":                        "io.sluice.dbzharness.PresetOffsetStore",
+		"offset.flush.interval.ms":              "600000",
+		"schema.history.internal":               "io.debezium.storage.file.history.FileSchemaHistory",
+		"schema.history.internal.file.filename": filepath.Join(dir, "bench.history"),
+	}
+	for k, v := range props {
+		p[k] = v
+	}
+	os.Remove(p["schema.history.internal.file.filename"])
+	path := filepath.Join(dir, "bench.properties")
+	if err := os.WriteFile(path, []byte(throwaway.JavaProperties(p)), 0o600); err != nil {
+		return nil, fmt.Errorf("dbzharness: %w", err)
+	}
+	level := os.Getenv("SLUICE_DBZHARNESS_LOG")
+	if level == "" {
+		level = "warn"
+	}
+	// A production JVM's settings (no TieredStopAtLevel: the peer runs
+	// at full speed once warm), heap bounded as the harness's.
+	cmd := exec.CommandContext(ctx, java, "-Xmx1g", "-Dorg.slf4j.simpleLogger.defaultLogLevel="+level,
+		"-cp", cp, "io.sluice.dbzharness.Bench", path, strconv.FormatInt(max, 10), strconv.FormatBool(schemas), output)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
+
+// StartAt are the properties that make BenchCommand's engine start
+// streaming at a binlog position: an offset preset in its offset store
+// and snapshot.mode=recovery (the schema read from the tables as they are
+// now, no rows). gtids is the server's GTID set at that position (the
+// connector resumes by GTID when the server has GTIDs on); empty without.
+func StartAt(topicPrefix, file string, pos uint32, gtids string) map[string]string {
+	v := map[string]any{"file": file, "pos": pos}
+	if gtids != "" {
+		v["gtids"] = gtids
+	}
+	b, _ := json.Marshal(v)
+	return map[string]string{
+		"offset.storage.preset.key":   fmt.Sprintf(`["sluice-bench",{"server":%q}]`, topicPrefix),
+		"offset.storage.preset.value": string(b),
+		"snapshot.mode":               "recovery",
+	}
+}
+
 func javaBinary() (string, error) {
 	if h := os.Getenv("JAVA_HOME"); h != "" {
 		return filepath.Join(h, "bin", "java"), nil
@@ -481,35 +536,24 @@ func javaEnv() []string {
 	return env
 }
 
-// sourceDir is this package's directory, where pom.xml and src/ are.
-func sourceDir() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("dbzharness: cannot find the harness's sources")
-	}
-	dir := filepath.Dir(file)
-	if _, err := os.Stat(filepath.Join(dir, "pom.xml")); err != nil {
-		return "", fmt.Errorf("dbzharness: the harness's pom.xml is not beside its Go source: %w", err)
-	}
-	return dir, nil
-}
+// sources are the harness's Java sources, embedded so that a binary
+// built with -trimpath (sluice-bench) builds the harness as the tests do.
+//
+//go:embed pom.xml src
+var sources embed.FS
 
 // hashSources hashes pom.xml and src/.
-func hashSources(dir string) (string, error) {
+func hashSources() (string, error) {
 	h := sha256.New()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(sources, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := sources.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(dir, p)
-		if d.IsDir() || !(rel == "pom.xml" || strings.HasPrefix(rel, "src"+string(filepath.Separator))) {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(b))
+		fmt.Fprintf(h, "%s\x00%d\x00", p, len(b))
 		h.Write(b)
 		return nil
 	})
@@ -519,27 +563,21 @@ func hashSources(dir string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-func copyTree(src, dst string) error {
-	for _, name := range []string{"pom.xml", "src"} {
-		err := filepath.WalkDir(filepath.Join(src, name), func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(src, p)
-			if d.IsDir() {
-				return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-			}
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-		})
+// writeSources writes pom.xml and src/ into dst.
+func writeSources(dst string) error {
+	return fs.WalkDir(sources, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-	}
-	return nil
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, p), 0o755)
+		}
+		b, err := sources.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, p), b, 0o644)
+	})
 }
 
 func tail(b []byte, lines int) string {
