@@ -125,6 +125,10 @@ type Sink struct {
 	// (prod): each producer has its own, because a closed producer's
 	// promises may still run after Close returns.
 	out *produced
+
+	// beforeCommit, set only by tests, runs in Write after every record
+	// was acknowledged and before the commit (a process paused there).
+	beforeCommit func()
 }
 
 // Format returns the format of the sink's records (sink.Formatted).
@@ -497,6 +501,9 @@ func (s *Sink) write(ctx context.Context, b *sink.Batch) error {
 			what = fmt.Sprintf("sending the records (first failed: topic %s)", topic)
 		}
 		return s.writeErr(b, what, err)
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit()
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	err = s.prod.EndTransaction(cctx, kgo.TryCommit)
