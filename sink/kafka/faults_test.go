@@ -21,7 +21,8 @@ import (
 // started once for all of them: each subtest has its own topics and
 // transactional id, and leaves every broker running.
 func TestCluster(t *testing.T) {
-	k := kafkaenv.StartCluster(t, nil)
+	// A log cleaner that looks for work every 100 ms (testCompacted).
+	k := kafkaenv.StartCluster(t, map[string]string{"log.cleaner.backoff.ms": "100"})
 	for _, tc := range []struct {
 		name string
 		run  func(t *testing.T, c *cluster)
@@ -29,6 +30,7 @@ func TestCluster(t *testing.T) {
 		{"KillPartitionLeader", testKillPartitionLeader},
 		{"KillTxnCoordinator", testKillTxnCoordinator},
 		{"PausedReplicaFenced", testPausedReplicaFenced},
+		{"Compacted", testCompacted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, &cluster{k: k, prefix: kafkaenv.Name(t, "")})
@@ -169,7 +171,7 @@ func writeThroughFault(t *testing.T, c *cluster, s *Sink, fault func(d *driver))
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	mustRecover(t, s, 1, "")
+	recoverRetrying(t, s, 1, "")
 	d := &driver{s: s, epoch: 1, next: 1}
 	stop := make(chan struct{})
 	done := make(chan error, 1)
@@ -181,6 +183,25 @@ func writeThroughFault(t *testing.T, c *cluster, s *Sink, fault func(d *driver))
 	}
 	t.Logf("wrote seqs 1..%d; %d Writes failed (last: %v)", d.next-1, d.failures, d.lastErr)
 	checkOnce(t, c, 1, d.next-1, "shop.orders", "shop.order_lines")
+}
+
+// recoverRetrying calls Recover until it succeeds, for up to a minute, as
+// the pipeline retries it: the first producer of a fresh cluster waits
+// for the transaction state topic (replication factor 3) to be created.
+func recoverRetrying(t *testing.T, s *Sink, epoch uint64, offset string) pipeline.Recovery {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rec, err := s.Recover(testCtx(t), epoch, offset)
+		if err == nil {
+			return rec
+		}
+		if time.Now().After(deadline) || errors.Is(err, pipeline.ErrFenced) {
+			t.Fatalf("Recover(%d, %q): %v", epoch, offset, err)
+		}
+		t.Logf("Recover(%d, %q): %v; again", epoch, offset, err)
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // waitAcked waits until the driver has more than n seqs acknowledged.
@@ -272,7 +293,7 @@ func testKillTxnCoordinator(t *testing.T, c *cluster) {
 // read_committed consumer, and so does its next Write.
 func testPausedReplicaFenced(t *testing.T, c *cluster) {
 	old := faultSink(t, c)
-	mustRecover(t, old, 1, "")
+	recoverRetrying(t, old, 1, "")
 	off := mustWrite(t, old, batch(1, 1, 10))
 
 	paused, wake := make(chan struct{}), make(chan struct{})
