@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -389,7 +390,15 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.R
 	if err != nil {
 		return rec, fmt.Errorf("kafka: checkpoint offset %q of sink %s %v: was the checkpoint written by another kind of sink of the same name?", offset, s.cfg.Name, err)
 	}
-	sc := &scanner{s: s, pos: saved, rec: &rec, gone: map[string]bool{}}
+	sc := &scanner{s: s, pos: saved, saved: maps.Clone(saved), rec: &rec, gone: map[string]bool{}}
+	// What the coordinator holds before this producer starts (and bumps
+	// the epoch) is what proves how a hanging transaction ended
+	// (hanging.go); while it holds none open, an open transaction of its
+	// producer id at an older epoch in a partition is hanging.
+	pre := s.describeTxn(ctx)
+	if pre.known && !txnInFlight(pre.state) {
+		sc.own = &ownProducer{pid: pre.pid, epoch: pre.epoch, pre: pre}
+	}
 	if err := sc.run(ctx); err != nil {
 		return sink.Recovery{}, err
 	}
@@ -402,12 +411,13 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.R
 		return sink.Recovery{}, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
 	}
 	ictx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	_, _, err = prod.ProducerID(ictx)
+	pid, pepoch, err := prod.ProducerID(ictx)
 	cancel()
 	if err != nil {
 		prod.Close()
 		return sink.Recovery{}, s.wrap(fmt.Sprintf("starting the transactional producer %q", s.cfg.TransactionalID), err)
 	}
+	sc.own = &ownProducer{pid: pid, epoch: pepoch, pre: pre}
 
 	if err := sc.run(ctx); err != nil {
 		prod.Close()
