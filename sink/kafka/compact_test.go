@@ -1,8 +1,11 @@
 package kafka
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,7 +138,18 @@ func testCompacted(t *testing.T, c *cluster) {
 		s2.Close()
 	}
 	s3 := newSink(t, c, cfg)
+	var logged bytes.Buffer
+	s3.log = slog.New(slog.NewTextHandler(&logged, nil))
 	rec := mustRecover(t, s3, 2, "")
+	// The test's topic has min.compaction.lag.ms=0: recovery warns.
+	if w := logged.String(); !strings.Contains(w, "min.compaction.lag.ms=0") || !strings.Contains(w, c.topic(topic)) {
+		t.Errorf("Recover on a topic compacted with min.compaction.lag.ms=0 logged %q, want a warning naming it", w)
+	}
+	logged.Reset()
+	mustRecover(t, s3, 2, rec.Offset)
+	if strings.Contains(logged.String(), "min.compaction.lag.ms=0") {
+		t.Errorf("the warning again at the next Recover: %s", logged.String())
+	}
 	mustWrite(t, s3, &pipeline.Batch{Epoch: 2, Messages: []pipeline.Message{change(seq+1, "c", 2, true)}})
 	if again := mustRecover(t, s3, 2, rec.Offset); again.MaxSeq != seq+1 {
 		t.Fatalf("Recover after writing seq %d: MaxSeq %d", seq+1, again.MaxSeq)

@@ -127,6 +127,10 @@ type Sink struct {
 	// promises may still run after Close returns.
 	out *produced
 
+	// compactChecked holds the topics whose compaction settings
+	// recovery has looked at (compact.go).
+	compactChecked map[string]bool
+
 	// beforeCommit, set only by tests, runs in Write after every record
 	// was acknowledged and before the commit (a process paused there).
 	beforeCommit func()
@@ -427,6 +431,7 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.R
 		prod.Close()
 		return sink.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
 	}
+	s.warnCompacted(ctx, sc.pos.topics())
 	s.prod = prod
 	s.out = &produced{}
 	s.epoch = epoch
