@@ -9,47 +9,52 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // ErrHangingTransaction is wrapped by Recover's error when a partition
 // holds an open transaction of the sink's own transactional id that the
 // transaction coordinator no longer knows of, and recovery cannot prove
-// how the coordinator ended it. It is permanent: an operator must end
-// the transaction (the error says how).
+// how the coordinator ended it. The error wraps sink.ErrPermanent too: an
+// operator must end the transaction (the error says how), and the
+// pipeline stops rather than retry.
 var ErrHangingTransaction = errors.New("kafka: hanging transaction")
 
 // A hanging transaction.
 //
-// Apache Kafka 4.4.0 with transaction version 2 (KIP-890: the producer
-// epoch moves on at the end of every transaction) can lose the commit
-// markers of a transaction when the broker is killed right after it
-// answered the commit: after the restart the coordinator holds the
-// transactional id as CompleteCommit at the bumped epoch with no
-// partition left to mark, while the partitions still hold the
+// Apache Kafka (seen with 4.4.0) can drop a transaction's commit markers
+// when a broker that is the transaction coordinator and the partitions'
+// leader is killed after it wrote PrepareCommit and before the markers:
+// after the restart its coordinator loads the transaction log while the
+// data partitions have no leader yet in its metadata cache, and
+// TransactionMarkerChannelManager skips partitions without a leader as
+// "likely deleted" and completes the transaction without them. The
+// coordinator then holds the transactional id as CompleteCommit at the
+// bumped epoch with no partition, while the partitions still hold the
 // transaction open (DescribeProducers: the old epoch, a current
 // transaction start offset, coordinator epoch -1: no marker ever came).
-// Nothing ends it: the coordinator thinks it is done, the transaction
-// timeout is the coordinator's, and a new producer's InitProducerId
-// aborts only what the coordinator holds open. Its records, and every
-// record after them in the partition, are invisible to read_committed
-// consumers and to recovery for ever. (A later transaction of the same
-// producer id that writes the partition folds the old records into its
-// own and commits them with it, which commits them whatever the
+// Nothing ends it: the coordinator thinks it is done, its timeouts are
+// for what it holds open, and a new producer's InitProducerId aborts
+// only that. Its records, and every record after them in the partition,
+// are invisible to read_committed consumers and to recovery. (A later
+// transaction of the same producer id that writes the partition folds the
+// old records into its own and commits them with it, whatever the
 // coordinator had decided.)
 //
-// Recovery therefore looks, after its producer started, at every
-// partition whose last stable offset is below its end: an open
-// transaction there of the sink's own producer id (older epoch) is
-// hanging, since InitProducerId has ended every transaction the
-// coordinator knew of. It ends it the way the coordinator did when it
-// can prove that way: the coordinator's state, read before the producer
-// started, is CompleteCommit (or CompleteAbort) of the same producer id
-// at exactly the partition's epoch + 1, which with transaction version 2
-// means that the transaction of that epoch, and no later one, ended that
-// way. Recovery then writes the same marker (WriteTxnMarkers, as the
+// Recovery therefore looks, in both reads, at every partition whose last
+// stable offset is below its end: an open transaction there of the
+// sink's own producer id at an older epoch, while the coordinator holds
+// none open, is hanging. It ends it the way the coordinator did when it
+// can prove that way (scanner.outcome; both proofs need transaction
+// version 2, one transaction per epoch, which the producer uses when the
+// cluster has it on) by writing the same marker (WriteTxnMarkers, as the
 // coordinator would have; it needs CLUSTER_ACTION on the cluster where
-// ACLs are on) and reads on. Otherwise it stops with
-// ErrHangingTransaction, naming the partition and the fix.
+// ACLs are on), and reads on. Otherwise it stops with
+// ErrHangingTransaction, naming the partition and the fix. The first
+// read runs before recovery's producer starts: the coordinator's state it
+// reads then is a proof that the producer's start (an epoch bump) would
+// erase, and an error there leaves it for the next attempt.
 
 // coordState is what the transaction coordinator said of the sink's
 // transactional id before recovery's producer started.
@@ -133,10 +138,19 @@ func (sc *scanner) resolveHanging(ctx context.Context, stuck map[topicPartition]
 				coordEpoch: pr.CoordinatorEpoch, start: pr.CurrentTxnStartOffset, end: stuck[tp][1]})
 		}
 	}
+	if len(hanging) == 0 {
+		return false, nil
+	}
+	// Both proofs rest on transaction version 2 (one transaction per
+	// epoch), which the producer uses when the cluster has it on.
+	tv2 := s.txnVersion2(ctx, hanging[0].leader)
 	wrote := false
 	var unproven []hangingTxn
 	for _, h := range hanging {
 		commit, proof := sc.outcome(h)
+		if !tv2 {
+			proof = ""
+		}
 		if proof == "" {
 			unproven = append(unproven, h)
 			continue
@@ -206,6 +220,28 @@ func (c coordState) outcome(pid int64, epoch int16) (commit, proven bool) {
 	return false, false
 }
 
+// txnVersion2 reports whether the cluster's finalized transaction.version
+// feature, as broker id says, is 2 or more (KIP-890 part 2, which the
+// producer then uses: the epoch moves on at the end of every
+// transaction).
+func (s *Sink) txnVersion2(ctx context.Context, id int32) bool {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "sluice", "1"
+	kresp, err := s.meta.Broker(int(id)).Request(actx, req)
+	if err != nil {
+		s.log.Warn("recovery: could not ask a broker for its transaction version", "broker", id, "err", err)
+		return false
+	}
+	for _, f := range kresp.(*kmsg.ApiVersionsResponse).FinalizedFeatures {
+		if f.Name == "transaction.version" {
+			return f.MaxVersionLevel >= 2
+		}
+	}
+	return false
+}
+
 // writeMarker writes a transaction marker, commit or abort, for the
 // hanging transaction to its partition's leader: the marker the
 // coordinator would have written (transaction version 2: the epoch after
@@ -252,6 +288,9 @@ func (sc *scanner) hangingErr(h hangingTxn, others []hangingTxn, cause error) er
 		coord = fmt.Sprintf("held the transactional id as %s, producer id %d, epoch %d", pre.state, pre.pid, pre.epoch)
 	}
 	why := "which does not tell how the coordinator ended it, and the checkpoint is not past its start"
+	if _, proof := sc.outcome(h); proof != "" && cause == nil {
+		why = "but the cluster's transaction.version is below 2, where an epoch spans several transactions and neither the coordinator's state nor the checkpoint proves how it ended"
+	}
 	if cause != nil {
 		commit, proof := sc.outcome(h)
 		why = fmt.Sprintf("so it was %s (%s), but writing that marker failed (%v; it needs CLUSTER_ACTION on the cluster where ACLs are on)",
@@ -267,16 +306,16 @@ func (sc *scanner) hangingErr(h hangingTxn, others []hangingTxn, cause error) er
 		also = " The same holds for " + strings.Join(l, ", ") + ": abort each the same way."
 	}
 	return fmt.Errorf("kafka: sink %s: recovery: topic %s partition %d holds a transaction of the sink's transactional id %q (producer id %d, epoch %d) open from offset %d (end %d) that the transaction coordinator no longer holds open: "+
-		"a broker lost its commit or abort markers (seen after a crash with Kafka 4.4 transaction version 2). Until it ends, read_committed consumers and recovery see nothing of the partition from offset %d. "+
+		"a broker lost its commit or abort markers (Kafka skips the markers of partitions without a leader when its coordinator loads, as after a crash). Until it ends, read_committed consumers and recovery see nothing of the partition from offset %d. "+
 		"Before this producer started the coordinator %s, %s. "+
-		"Fix: look at it with kafka-transactions.sh --bootstrap-server %s find-hanging --broker-id %d; "+
+		"Fix: look at it with kafka-transactions.sh --bootstrap-server %s find-hanging --broker-id %d --max-transaction-timeout 0; "+
 		"abort it with kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d and start sluice again: "+
-		"sluice then writes again what it does not find after the checkpoint, which is exactly once unless another partition holds a committed part of that transaction with a later seq (then those seqs are missing from this partition: compare the topic with the source).%s: %w",
+		"sluice then writes again what it does not find after the checkpoint, which is exactly once unless another partition holds a committed part of that transaction with a later seq (then those seqs are missing from this partition: compare the topic with the source).%s: %w: %w",
 		s.cfg.Name, h.tp.topic, h.tp.part, s.cfg.TransactionalID, h.pid, h.epoch, h.start, h.end, h.start,
 		coord, why,
 		bootstrap, h.leader,
 		bootstrap, h.tp.topic, h.tp.part, h.start,
-		also, ErrHangingTransaction)
+		also, ErrHangingTransaction, sink.ErrPermanent)
 }
 
 // txnInFlight reports whether a coordinator state is that of a

@@ -687,7 +687,7 @@ func TestKillBeforeMarkers(t *testing.T) {
 		cfg := Config{RequestTimeout: time.Second, TransactionalID: fmt.Sprint("a", attempt), Topic: fmt.Sprintf("a%d.{db}.{table}", attempt)}
 		topics := []string{fmt.Sprintf("a%d.shop.orders", attempt), fmt.Sprintf("a%d.shop.order_lines", attempt)}
 		s := newSink(t, c, cfg)
-		mustRecover(t, s, 1, "")
+		recoverRetrying(t, s, 1, "") // the first producer waits for the transaction state topic
 		off := mustWrite(t, s, batch(1, 1, 10))
 		if err := c.k.Kill(0); err != nil {
 			t.Fatal(err)
@@ -726,8 +726,8 @@ func TestKillBeforeMarkers(t *testing.T) {
 		case "unproven":
 			bumpEpoch(t, c, s2.TransactionalID())
 			_, err := s2.Recover(testCtx(t), 1, "")
-			if !errors.Is(err, ErrHangingTransaction) {
-				t.Fatalf("Recover of a hanging transaction it cannot prove the outcome of: %v, want ErrHangingTransaction", err)
+			if !errors.Is(err, ErrHangingTransaction) || !errors.Is(err, pipeline.ErrPermanent) {
+				t.Fatalf("Recover of a hanging transaction it cannot prove the outcome of: %v, want ErrHangingTransaction and ErrPermanent", err)
 			}
 			t.Logf("Recover: %v", err)
 			for _, want := range []string{"topic " + c.topic(topics[0]) + " partition ", "topic " + c.topic(topics[1]) + " partition ",
