@@ -31,6 +31,7 @@ func TestCluster(t *testing.T) {
 		{"KillTxnCoordinator", testKillTxnCoordinator},
 		{"PausedReplicaFenced", testPausedReplicaFenced},
 		{"Compacted", testCompacted},
+		{"LeaderlessAtCommit", testLeaderlessAtCommit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, &cluster{k: k, prefix: kafkaenv.Name(t, "")})
@@ -400,4 +401,107 @@ func readUncommitted(t *testing.T, c *cluster, topics ...string) []*kgo.Record {
 	}
 	slices.SortFunc(out, func(a, b *kgo.Record) int { return int(a.Offset - b.Offset) })
 	return out
+}
+
+// A Write commits while every replica of one of its partitions is down
+// (a topic of replication factor 1 here; with replication factor 3, the
+// in-sync replicas all down): the transaction coordinator skips the
+// partitions that have no leader, as if deleted, and completes the
+// commit, and the Write returns. When the broker comes back its
+// partitions hold the transaction open for ever (a hanging transaction,
+// hanging.go): the same fault as TestKillBeforeMarkers, made
+// deterministic. A recovery from the checkpoint before that Write cannot
+// prove the outcome and stops with ErrHangingTransaction; one from the
+// checkpoint the Write returned commits it, and every seq is read once.
+func testLeaderlessAtCommit(t *testing.T, c *cluster) {
+	// A request timeout that gives the transaction (timeout 2×8+10 s)
+	// time for the controller to fence the killed broker (its session
+	// timeout, 9 s).
+	cfg := Config{RequestTimeout: 8 * time.Second, ReplicationFactor: 1}
+	s := newSink(t, c, cfg)
+	recoverRetrying(t, s, 1, "")
+	off1 := mustWrite(t, s, batch(1, 1, 10))
+	coord := txnCoordinator(t, c, s.TransactionalID())
+	victim, parts := int32(-1), 0
+	for _, topic := range []string{"shop.orders", "shop.order_lines"} {
+		for p := int32(0); p < 3; p++ {
+			if l := partitionLeader(t, c, topic, p); l != coord && (victim < 0 || l == victim) {
+				victim = l
+				parts++
+			}
+		}
+	}
+	if victim < 0 {
+		t.Fatalf("every partition is led by the transaction coordinator %d", coord)
+	}
+	t.Logf("broker %d leads %d of the partitions (replication factor 1); transaction coordinator %d", victim, parts, coord)
+	i := c.k.Index(victim)
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = c.k.Start(context.Background(), i)
+		}
+	}()
+	s.beforeCommit = func() {
+		if err := c.k.Kill(i); err != nil {
+			t.Error(err)
+			return
+		}
+		// Until the controller has fenced it: its partitions have no
+		// leader.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			md, err := clusterAdmin(t, c).Metadata(testCtx(t), c.topic("shop.orders"), c.topic("shop.order_lines"))
+			leaderless := false
+			if err == nil {
+				for _, d := range md.Topics {
+					for _, p := range d.Partitions {
+						leaderless = leaderless || p.Leader < 0
+					}
+				}
+			}
+			if leaderless {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("the partitions of broker %d still have a leader 30 s after it was killed", victim)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	off2, err := s.Write(testCtx(t), batch(1, 11, 20))
+	s.beforeCommit = nil
+	if err != nil {
+		t.Fatalf("the Write whose partitions lost their leader before the commit: %v (Kafka no longer skips them?)", err)
+	}
+	if err := c.k.Start(testCtx(t), i); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	hung := stuckPartitions(t, c, "shop.orders", "shop.order_lines")
+	if len(hung) == 0 {
+		t.Fatalf("no partition holds the transaction open after broker %d came back: Kafka wrote the markers after all", victim)
+	}
+	t.Logf("the Write returned; hanging after broker %d came back: %v", victim, hung)
+
+	// From the checkpoint before that Write, after another producer
+	// with the transactional id started (the coordinator's state no
+	// longer says): nothing proves the outcome.
+	bumpEpoch(t, c, s.TransactionalID())
+	s2 := newSink(t, c, cfg)
+	_, err = s2.Recover(testCtx(t), 2, off1)
+	if !errors.Is(err, ErrHangingTransaction) {
+		t.Fatalf("Recover(%s): %v, want ErrHangingTransaction", off1, err)
+	}
+	// From the checkpoint the Write returned: committed.
+	rec := recoverRetrying(t, s2, 2, off2)
+	if rec.MaxSeq != 0 {
+		t.Fatalf("Recover(%s) found MaxSeq %d", off2, rec.MaxSeq)
+	}
+	if hung := stuckPartitions(t, c, "shop.orders", "shop.order_lines"); len(hung) != 0 {
+		t.Fatalf("still hanging after the recovery: %v", hung)
+	}
+	mustWrite(t, s2, batch(2, 21, 30))
+	checkOnce(t, c, 1, 30, "shop.orders", "shop.order_lines")
 }

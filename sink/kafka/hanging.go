@@ -23,13 +23,15 @@ var ErrHangingTransaction = errors.New("kafka: hanging transaction")
 
 // A hanging transaction.
 //
-// Apache Kafka (seen with 4.4.0) can drop a transaction's commit markers
-// when a broker that is the transaction coordinator and the partitions'
-// leader is killed after it wrote PrepareCommit and before the markers:
-// after the restart its coordinator loads the transaction log while the
-// data partitions have no leader yet in its metadata cache, and
-// TransactionMarkerChannelManager skips partitions without a leader as
-// "likely deleted" and completes the transaction without them. The
+// Apache Kafka (seen with 4.4.0) drops a transaction's markers for every
+// partition that has no leader when its coordinator sends them:
+// TransactionMarkerChannelManager skips such partitions as "likely
+// deleted" and completes the transaction without them. That happens to a
+// commit while every replica of a partition is down (the commit returns
+// success; TestCluster/LeaderlessAtCommit), and after a broker that is
+// the coordinator and the partitions' leader is killed between
+// PrepareCommit and the markers: its coordinator loads the transaction
+// log while the partitions have no leader yet (TestKillBeforeMarkers). The
 // coordinator then holds the transactional id as CompleteCommit at the
 // bumped epoch with no partition, while the partitions still hold the
 // transaction open (DescribeProducers: the old epoch, a current
@@ -306,7 +308,7 @@ func (sc *scanner) hangingErr(h hangingTxn, others []hangingTxn, cause error) er
 		also = " The same holds for " + strings.Join(l, ", ") + ": abort each the same way."
 	}
 	return fmt.Errorf("kafka: sink %s: recovery: topic %s partition %d holds a transaction of the sink's transactional id %q (producer id %d, epoch %d) open from offset %d (end %d) that the transaction coordinator no longer holds open: "+
-		"a broker lost its commit or abort markers (Kafka skips the markers of partitions without a leader when its coordinator loads, as after a crash). Until it ends, read_committed consumers and recovery see nothing of the partition from offset %d. "+
+		"a broker lost its commit or abort markers (Kafka skips the markers of partitions that have no leader when the coordinator sends them: during a broker's restart after a crash, or while all the partition's replicas were down). Until it ends, read_committed consumers and recovery see nothing of the partition from offset %d. "+
 		"Before this producer started the coordinator %s, %s. "+
 		"Fix: look at it with kafka-transactions.sh --bootstrap-server %s find-hanging --broker-id %d --max-transaction-timeout 0; "+
 		"abort it with kafka-transactions.sh --bootstrap-server %s abort --topic %s --partition %d --start-offset %d and start sluice again: "+

@@ -660,12 +660,14 @@ func TestOutage(t *testing.T) {
 
 // TestKillBeforeMarkers crashes the broker (SIGKILL) right after a
 // commit returned, before the commit markers are in every partition. On
-// Apache Kafka 4.4.0 (transaction version 2) that can leave a hanging
-// transaction: after the restart the coordinator holds the transactional
-// id as CompleteCommit at the next epoch, and the partitions hold the
-// transaction open at the old epoch with no marker ever written, so
-// read_committed readers (recovery too) never see its records nor
-// anything after them (see hanging.go). Recovery must end it as the
+// Apache Kafka 4.4.0 that can leave a hanging transaction: the restarted
+// coordinator sends the markers before the partitions have a leader,
+// skips them, and holds the transactional id as CompleteCommit at the
+// next epoch, while the partitions hold the transaction open at the old
+// epoch with no marker ever written, so read_committed readers (recovery
+// too) never see its records nor anything after them (see hanging.go;
+// TestCluster/LeaderlessAtCommit is the deterministic form of the same
+// fault on three brokers). Recovery must end it as the
 // coordinator did when it can prove how, and stop with
 // ErrHangingTransaction naming the partition and the fix when it cannot.
 //
