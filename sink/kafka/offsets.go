@@ -89,3 +89,16 @@ func parseOffsets(s string) (offsets, error) {
 	}
 	return o, nil
 }
+
+// topics returns the topics named in o, each once.
+func (o offsets) topics() []string {
+	seen := map[string]bool{}
+	var out []string
+	for tp := range o {
+		if !seen[tp.topic] {
+			seen[tp.topic] = true
+			out = append(out, tp.topic)
+		}
+	}
+	return out
+}

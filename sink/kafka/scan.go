@@ -44,6 +44,12 @@ type scanner struct {
 	known map[string]bool
 	// gone holds saved topics found deleted (warned once).
 	gone map[string]bool
+	// saved is the checkpoint's offsets (Recover's offset), which prove a
+	// hanging transaction committed (hanging.go).
+	saved offsets
+	// own, when set, is the sink's producer id and epoch: a partition
+	// that holds an older epoch of it open is hanging (hanging.go).
+	own *ownProducer
 }
 
 // scanPart is one partition to read.
@@ -57,19 +63,36 @@ type scanPart struct {
 // run lists the topics to read and their end offsets (last stable
 // offsets), then reads every partition up to its end.
 func (sc *scanner) run(ctx context.Context) error {
-	parts, err := sc.plan(ctx)
-	if err != nil {
-		return err
+	for i := 0; ; i++ {
+		parts, again, err := sc.plan(ctx)
+		if err != nil {
+			return err
+		}
+		if again && i < 2 {
+			continue // a hanging transaction was ended: list the ends again
+		}
+		return sc.read(ctx, parts)
 	}
-	return sc.read(ctx, parts)
 }
 
-// plan returns the partitions with something to read.
-func (sc *scanner) plan(ctx context.Context) ([]*scanPart, error) {
+// plan returns the partitions with something to read; again tells that
+// it ended a hanging transaction, so that the ends it listed are stale.
+func (sc *scanner) plan(ctx context.Context) (parts []*scanPart, again bool, err error) {
+	parts, stuck, err := sc.planParts(ctx)
+	if err != nil || len(stuck) == 0 || sc.own == nil {
+		return parts, false, err
+	}
+	again, err = sc.resolveHanging(ctx, stuck)
+	return parts, again, err
+}
+
+// planParts returns the partitions with something to read, and those
+// whose last stable offset is below their end (with both).
+func (sc *scanner) planParts(ctx context.Context) ([]*scanPart, map[topicPartition][2]int64, error) {
 	s := sc.s
 	details, err := sc.listTopics(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sc.known = make(map[string]bool, len(details))
 	saved := map[string]bool{}
@@ -83,7 +106,7 @@ func (sc *scanner) plan(ctx context.Context) ([]*scanPart, error) {
 			if !saved[name] && errors.Is(d.err, kerr.UnknownTopicOrPartition) {
 				continue // deleted while listed
 			}
-			return nil, s.wrap("recovery: describing topic "+name, d.err)
+			return nil, nil, s.wrap("recovery: describing topic "+name, d.err)
 		}
 		sc.known[name] = true
 		if d.internal || !saved[name] && !s.matches(name) {
@@ -112,22 +135,23 @@ func (sc *scanner) plan(ctx context.Context) ([]*scanPart, error) {
 		}
 	}
 	if len(topics) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	slices.Sort(topics)
 	ends, err := sc.listOffsets(ctx, "last stable", s.adm.ListCommittedOffsets, topics)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	starts, err := sc.listOffsets(ctx, "start", s.adm.ListStartOffsets, topics)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	hwms, err := sc.listOffsets(ctx, "end", s.adm.ListEndOffsets, topics)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var parts []*scanPart
+	stuck := map[topicPartition][2]int64{}
 	for tp, pos := range sc.pos {
 		sp := info[tp]
 		if sp == nil {
@@ -141,7 +165,7 @@ func (sc *scanner) plan(ctx context.Context) ([]*scanPart, error) {
 		end, okE := ends.Lookup(tp.topic, tp.part)
 		hwm, okH := hwms.Lookup(tp.topic, tp.part)
 		if !okS || !okE || !okH {
-			return nil, fmt.Errorf("kafka: sink %s: recovery: the cluster listed no offsets for topic %s partition %d; try again", s.cfg.Name, tp.topic, tp.part)
+			return nil, nil, fmt.Errorf("kafka: sink %s: recovery: the cluster listed no offsets for topic %s partition %d; try again", s.cfg.Name, tp.topic, tp.part)
 		}
 		switch {
 		case pos < 0:
@@ -156,6 +180,9 @@ func (sc *scanner) plan(ctx context.Context) ([]*scanPart, error) {
 			pos = start.Offset
 		}
 		sc.pos[tp] = pos
+		if end.Offset < hwm.Offset {
+			stuck[tp] = [2]int64{end.Offset, hwm.Offset}
+		}
 		if pos < end.Offset {
 			sp.pos, sp.end = pos, end.Offset
 			parts = append(parts, sp)
@@ -170,7 +197,7 @@ func (sc *scanner) plan(ctx context.Context) ([]*scanPart, error) {
 		}
 		return int(a.tp.part) - int(b.tp.part)
 	})
-	return parts, nil
+	return parts, stuck, nil
 }
 
 func (sc *scanner) listTopics(ctx context.Context) (map[string]topicMeta, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -127,6 +128,14 @@ type Sink struct {
 	// (prod): each producer has its own, because a closed producer's
 	// promises may still run after Close returns.
 	out *produced
+
+	// compactChecked holds the topics whose compaction settings
+	// recovery has looked at (compact.go).
+	compactChecked map[string]bool
+
+	// beforeCommit, set only by tests, runs in Write after every record
+	// was acknowledged and before the commit (a process paused there).
+	beforeCommit func()
 }
 
 // Format returns the format of the sink's records (sink.Formatted).
@@ -389,7 +398,15 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.R
 	if err != nil {
 		return rec, fmt.Errorf("kafka: checkpoint offset %q of sink %s %v: was the checkpoint written by another kind of sink of the same name?", offset, s.cfg.Name, err)
 	}
-	sc := &scanner{s: s, pos: saved, rec: &rec, gone: map[string]bool{}}
+	sc := &scanner{s: s, pos: saved, saved: maps.Clone(saved), rec: &rec, gone: map[string]bool{}}
+	// What the coordinator holds before this producer starts (and bumps
+	// the epoch) is what proves how a hanging transaction ended
+	// (hanging.go); while it holds none open, an open transaction of its
+	// producer id at an older epoch in a partition is hanging.
+	pre := s.describeTxn(ctx)
+	if pre.known && !txnInFlight(pre.state) {
+		sc.own = &ownProducer{pid: pre.pid, epoch: pre.epoch, pre: pre}
+	}
 	if err := sc.run(ctx); err != nil {
 		return sink.Recovery{}, err
 	}
@@ -402,12 +419,13 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.R
 		return sink.Recovery{}, fmt.Errorf("kafka: sink %s: %w", s.cfg.Name, err)
 	}
 	ictx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	_, _, err = prod.ProducerID(ictx)
+	pid, pepoch, err := prod.ProducerID(ictx)
 	cancel()
 	if err != nil {
 		prod.Close()
 		return sink.Recovery{}, s.wrap(fmt.Sprintf("starting the transactional producer %q", s.cfg.TransactionalID), err)
 	}
+	sc.own = &ownProducer{pid: pid, epoch: pepoch, pre: pre}
 
 	if err := sc.run(ctx); err != nil {
 		prod.Close()
@@ -417,6 +435,7 @@ func (s *Sink) Recover(ctx context.Context, epoch uint64, offset string) (sink.R
 		prod.Close()
 		return sink.Recovery{}, s.fencedByEpoch(sc.maxEpoch, epoch)
 	}
+	s.warnCompacted(ctx, sc.pos.topics())
 	s.prod = prod
 	s.out = &produced{}
 	s.epoch = epoch
@@ -501,6 +520,9 @@ func (s *Sink) write(ctx context.Context, b *sink.Batch) error {
 			what = fmt.Sprintf("sending the records (first failed: topic %s)", topic)
 		}
 		return s.writeErr(b, what, err)
+	}
+	if s.beforeCommit != nil {
+		s.beforeCommit()
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	err = s.prod.EndTransaction(cctx, kgo.TryCommit)
