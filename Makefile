@@ -26,7 +26,7 @@ APT_PACKAGES    := mariadb-server mariadb-client redis-server
 
 export DEBIAN_FRONTEND := noninteractive
 
-.PHONY: all deps build bench-build test vet unit fuzz-smoke fuzz demo chaos soak slowlinks bench bench-snapshot bench-pipeline bench-sources clean
+.PHONY: all deps build bench-build test vet unit fuzz-smoke fuzz demo chaos soak slowlinks bench bench-snapshot bench-pipeline bench-sources bench-debezium clean
 
 all: build test
 
@@ -144,6 +144,14 @@ bench-build: build
 # go-mysql and a raw transfer, and sluice's output formats.
 bench: deps bench-build
 	bin/sluice-bench libslave
+
+# Debezium itself as the speed peer (issue 25): Debezium Embedded 3.6.1's
+# MySQL connector in a JVM of its own beside sluice tail --format debezium,
+# on MySQL (debezium-connector-mariadb is not served at 3.6.1), without and
+# with schemas. Needs Java and Maven (make deps); the harness is built once
+# into the test cache.
+bench-debezium: deps bench-build
+	bin/sluice-bench libslave --flavors mysql --modes debezium,debezium-schemas,dbz-embedded,dbz-embedded-schemas
 
 # The snapshot benchmark on MariaDB then MySQL, beside mariadb-dump and
 # mysqldump (10M + 2M rows on each; a few minutes per server).

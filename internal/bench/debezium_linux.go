@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 
 	"github.com/sluice-cdc/sluice/internal/dbzharness"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
@@ -28,6 +29,15 @@ func debeziumCmd(ctx context.Context, db *throwaway.Server, rg Range, mode strin
 	props := dbzharness.MySQLProps(db.Host, db.Port, db.User, db.Password, `bench\..*`, serverID)
 	for k, v := range dbzharness.StartAt("sluice", rg.From.File, rg.From.Offset, rg.From.GTIDs) {
 		props[k] = v
+	}
+	// SLUICE_BENCH_DBZ_PROPS (k=v,k=v) overrides Debezium's options, to
+	// measure it tuned as well as in its defaults.
+	if extra := os.Getenv("SLUICE_BENCH_DBZ_PROPS"); extra != "" {
+		for _, kv := range strings.Split(extra, ",") {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				props[strings.TrimSpace(k)] = strings.TrimSpace(v)
+			}
+		}
 	}
 	cmd, err := dbzharness.BenchCommand(ctx, dir, props, rg.Rows, mode == "dbz-embedded-schemas", os.DevNull)
 	if err != nil {
