@@ -100,7 +100,15 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		return appendTimestamp(dst, sec, micro, frac)
 	case binlog.KindTime:
 		if d.opts.connect {
-			return strconv.AppendInt(dst, floorDiv(v.Duration(), 1000), 10)
+			us := v.Duration()
+			if (us < 0 || us > 24*3600*1e6) && col.Nullable {
+				// Kafka Connect's Time holds 00:00 to 24:00: Debezium
+				// writes null for a TIME outside it (-00:00:00.000001,
+				// 24:00:00.000001, 838:59:59) in a nullable column
+				// (Debezium 3.6.1, TestDebeziumOracle). docs/FORMAT.md.
+				return append(dst, "null"...)
+			}
+			return strconv.AppendInt(dst, floorDiv(us, 1000), 10)
 		}
 		return strconv.AppendInt(dst, v.Duration(), 10)
 	case binlog.KindString:

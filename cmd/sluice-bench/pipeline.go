@@ -73,9 +73,11 @@ func netSinkKinds() []bench.SinkKind {
 			}
 			benchKafka.n++
 			p := fmt.Sprintf("b%d", benchKafka.n)
-			s, err := kafkasink.New(kafkasink.Config{Name: "kafka", Brokers: benchKafka.k.Brokers(), Format: f,
-				Topic: p + ".{db}.{table}", SchemaChangeTopic: p + ".{source}", TransactionTopic: p + ".{source}.transaction",
-				TransactionalID: "bench-" + p}, "bench", slog.Default())
+			cfg := kafkasink.Config{Name: "kafka", Brokers: benchKafka.k.Brokers(), Format: f, Topic: p + ".{db}.{table}", TransactionalID: "bench-" + p}
+			if f.IsDebezium() {
+				cfg.SchemaChangeTopic, cfg.TransactionTopic = p+".{source}", p+".{source}.transaction"
+			}
+			s, err := kafkasink.New(cfg, "bench", slog.Default())
 			if err != nil {
 				return nil, nil, err
 			}

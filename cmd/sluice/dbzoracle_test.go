@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -217,10 +218,12 @@ func debeziumOracle(t *testing.T, bin string, dbz *dbzharness.Harness, flavor po
 		compare(t, plain, schemas, recs, true)
 	})
 
+	var from, fromGTIDs, end string
 	t.Run("stream", func(t *testing.T) {
 		// Debezium streams from where it starts (snapshot.mode=no_data):
 		// the writes wait for its binlog dump connection.
-		from := masterPos(t, db)
+		from = masterPos(t, db)
+		fromGTIDs = gtidExecuted(t, db)
 		done := make(chan captureResult, 1)
 		go func() {
 			recs, took, err := dbz.Capture(ctx, props("no_data"), 1000, 3*time.Second)
@@ -230,7 +233,7 @@ func debeziumOracle(t *testing.T, bin string, dbz *dbzharness.Harness, flavor po
 		if err := db.Exec(ctx, append([]string{lax}, oracleWrites...)...); err != nil {
 			t.Fatal(err)
 		}
-		end := masterPos(t, db)
+		end = masterPos(t, db)
 		plain, schemas := tail(t, "--snapshot", "never", "--from", from, "--to", end)
 		r := <-done
 		if r.err != nil {
@@ -239,6 +242,76 @@ func debeziumOracle(t *testing.T, bin string, dbz *dbzharness.Harness, flavor po
 		t.Logf("Debezium stream: %d records in %v (3 s of it the idle wait at the end)", len(r.recs), r.took.Round(time.Millisecond))
 		compare(t, plain, schemas, r.recs, false)
 	})
+
+	// Debezium's other modes that FORMAT.md claims, two combinations that
+	// take each value once: the snapshot again, and the stream's range
+	// again (Debezium started at its first position through an offset
+	// preset in its offset store).
+	for _, m := range oracleModes {
+		t.Run(m.name, func(t *testing.T) {
+			var opts []string
+			withModes := func(p map[string]string) map[string]string {
+				for k, v := range m.opts {
+					p[k] = v
+				}
+				return p
+			}
+			for k, v := range m.opts {
+				opts = append(opts, "--format-option", k+"="+v)
+			}
+			t.Run("snapshot", func(t *testing.T) {
+				plain, schemas := tail(t, append([]string{"--snapshot", "only"}, opts...)...)
+				recs, _, err := dbz.Capture(ctx, withModes(props("initial_only")), len(plain)+1, 2*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				compare(t, plain, schemas, recs, true)
+			})
+			t.Run("stream", func(t *testing.T) {
+				if end == "" {
+					t.Skip("the default mode's stream did not run")
+				}
+				plain, schemas := tail(t, append([]string{"--snapshot", "never", "--from", from, "--to", end}, opts...)...)
+				f, p, _ := strings.Cut(from, ":")
+				pos, err := strconv.ParseUint(p, 10, 32)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pr := withModes(props("recovery"))
+				for k, v := range dbzharness.StartAt(fmt.Sprintf("sluice-oracle-at-%d", serverID), "sluice", f, uint32(pos), fromGTIDs) {
+					pr[k] = v
+				}
+				recs, _, err := dbz.Capture(ctx, pr, len(plain), 3*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				compare(t, plain, schemas, recs, false)
+			})
+		})
+	}
+}
+
+// oracleModes are the combinations of Debezium's modes other than its
+// defaults that the oracle runs: between them every value FORMAT.md
+// claims for each option.
+var oracleModes = []struct {
+	name string
+	opts map[string]string
+}{
+	{"decimal=string,time=connect,bigint=precise,binary=base64", map[string]string{
+		"decimal.handling.mode": "string", "time.precision.mode": "connect", "bigint.unsigned.handling.mode": "precise", "binary.handling.mode": "base64"}},
+	{"decimal=double,binary=hex", map[string]string{"decimal.handling.mode": "double", "binary.handling.mode": "hex"}},
+}
+
+// gtidExecuted is the server's @@gtid_executed.
+func gtidExecuted(t *testing.T, db *testenv.Server) string {
+	t.Helper()
+	rs, err := db.Query(context.Background(), "SELECT @@GLOBAL.gtid_executed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := rs.GetString(0, 0)
+	return strings.ReplaceAll(g, "\n", "")
 }
 
 // byTable sorts records by their source.table, stably.

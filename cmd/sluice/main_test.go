@@ -402,6 +402,10 @@ func TestBadInput(t *testing.T) {
 		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--tables", "nodot"}, "must be db.table"},
 		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--format", "xml"}, "want sluice, debezium or none"},
 		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--schemas"}, "--schemas is for --format debezium"},
+		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--format-option", "decimal.handling.mode=string"}, "--format-option is for --format debezium"},
+		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--format", "debezium", "--format-option", "decimal.handling.mode"}, "want KEY=VALUE"},
+		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--format", "debezium", "--format-option", "decimal.mode=string"}, `unknown option "decimal.mode"; the options are decimal.handling.mode,`},
+		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1", "--format", "debezium", "--format-option", "decimal.handling.mode=exact"}, `decimal.handling.mode is "exact"`},
 		{[]string{"tail", "--source", "mysql://u@127.0.0.1:1"}, "connection refused"},
 		{[]string{"read", "main_test.go"}, "not a binlog file"},
 	} {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,13 +29,21 @@ type outputOpts struct {
 	// keys puts each change's record key before its value (key, tab,
 	// value), as a Kafka sink would send them.
 	keys bool
+	// options are --format-option KEY=VALUE: format debezium's options
+	// by the names of a format block's keys.
+	options []string
 }
+
+// formatOptions are the keys --format-option takes: the options of a
+// format block (docs/CONFIG.md) that apply to one printed stream.
+var formatOptions = []string{"decimal.handling.mode", "time.precision.mode", "bigint.unsigned.handling.mode", "binary.handling.mode", "replace.null.with.default", "provide.transaction.metadata", "skipped.operations"}
 
 func (o *outputOpts) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.format, "format", codec.FormatSluice, "output format, one JSON object per change: sluice (sluice's exact values, docs/FORMAT.md), debezium (what Debezium's MySQL connector writes, in its default modes), or none (decode only, print the summary)")
 	cmd.Flags().BoolVar(&o.schemas, "schemas", false, "with --format debezium: write the schema half ({\"schema\":...,\"payload\":...}, as JsonConverter's schemas.enable=true)")
 	cmd.Flags().StringVar(&o.name, "name", "sluice", "source name written in each message's source.name")
 	cmd.Flags().BoolVar(&o.keys, "keys", false, "start each line with the change's record key as a Kafka sink sends it (null for none) and a tab, then the value")
+	cmd.Flags().StringArrayVar(&o.options, "format-option", nil, "with --format debezium: one of its options as KEY=VALUE, as in a format block ("+strings.Join(formatOptions, ", ")+"); repeat for several")
 }
 
 func (o *outputOpts) validate() error {
@@ -50,7 +59,14 @@ func (o *outputOpts) validate() error {
 	if o.format != codec.FormatSluice && o.format != codec.FormatDebezium {
 		return fmt.Errorf("--format %q: want sluice, debezium or none", o.format)
 	}
-	if err := o.codecFormat().Validate(); err != nil {
+	if len(o.options) > 0 && o.format != codec.FormatDebezium {
+		return fmt.Errorf("--format-option is for --format debezium (format %s has no options)", o.format)
+	}
+	f, err := o.formatWithOptions()
+	if err != nil {
+		return err
+	}
+	if err := f.Validate(); err != nil {
 		if o.schemas && o.format == codec.FormatSluice {
 			return errors.New("--schemas is for --format debezium (format sluice has no schema half)")
 		}
@@ -59,12 +75,47 @@ func (o *outputOpts) validate() error {
 	return nil
 }
 
-// codecFormat is the encoder's format for the flags (none encodes nothing).
+// codecFormat is the encoder's format for the flags (none encodes
+// nothing); validate has checked them.
 func (o *outputOpts) codecFormat() codec.Format {
+	f, _ := o.formatWithOptions()
+	return f
+}
+
+func (o *outputOpts) formatWithOptions() (codec.Format, error) {
 	if o.format == "none" {
-		return codec.Format{Name: codec.FormatSluice}
+		return codec.Format{Name: codec.FormatSluice}, nil
 	}
-	return codec.Format{Name: o.format, Schemas: o.schemas}
+	f := codec.Format{Name: o.format, Schemas: o.schemas}
+	for _, kv := range o.options {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return f, fmt.Errorf("--format-option %q: want KEY=VALUE, e.g. decimal.handling.mode=string", kv)
+		}
+		switch k {
+		case "decimal.handling.mode":
+			f.DecimalHandling = v
+		case "time.precision.mode":
+			f.TimePrecision = v
+		case "bigint.unsigned.handling.mode":
+			f.BigintUnsigned = v
+		case "binary.handling.mode":
+			f.BinaryHandling = v
+		case "replace.null.with.default":
+			f.ReplaceNullWithDefault = v
+		case "skipped.operations":
+			f.SkippedOperations = v
+		case "provide.transaction.metadata":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return f, fmt.Errorf("--format-option %s=%s: want true or false", k, v)
+			}
+			f.TransactionMetadata = b
+		default:
+			return f, fmt.Errorf("--format-option %q: unknown option %q; the options are %s", kv, k, strings.Join(formatOptions, ", "))
+		}
+	}
+	return f, nil
 }
 
 // printer writes changes and keeps the summary figures.

@@ -27,7 +27,7 @@ func debeziumCmd(ctx context.Context, db *throwaway.Server, rg Range, mode strin
 		return nil, nil, err
 	}
 	props := dbzharness.MySQLProps(db.Host, db.Port, db.User, db.Password, `bench\..*`, serverID)
-	for k, v := range dbzharness.StartAt("sluice", rg.From.File, rg.From.Offset, rg.From.GTIDs) {
+	for k, v := range dbzharness.StartAt("sluice-bench", "sluice", rg.From.File, rg.From.Offset, rg.From.GTIDs) {
 		props[k] = v
 	}
 	// SLUICE_BENCH_DBZ_PROPS (k=v,k=v) overrides Debezium's options, to

@@ -493,19 +493,23 @@ func BenchCommand(ctx context.Context, dir string, props map[string]string, max 
 	return cmd, nil
 }
 
-// StartAt are the properties that make BenchCommand's engine start
-// streaming at a binlog position: an offset preset in its offset store
-// and snapshot.mode=recovery (the schema read from the tables as they are
-// now, no rows). gtids is the server's GTID set at that position (the
+// StartAt are the properties that make an engine named name (for
+// Capture or BenchCommand) start streaming at a binlog position: an
+// offset preset in its offset store (the harness's PresetOffsetStore) and
+// snapshot.mode=recovery (the schema read from the tables as they are now,
+// no rows). gtids is the server's GTID set at that position (the
 // connector resumes by GTID when the server has GTIDs on); empty without.
-func StartAt(topicPrefix, file string, pos uint32, gtids string) map[string]string {
+// topicPrefix is the connector's topic.prefix (MySQLProps: "sluice").
+func StartAt(name, topicPrefix, file string, pos uint32, gtids string) map[string]string {
 	v := map[string]any{"file": file, "pos": pos}
 	if gtids != "" {
 		v["gtids"] = gtids
 	}
 	b, _ := json.Marshal(v)
 	return map[string]string{
-		"offset.storage.preset.key":   fmt.Sprintf(`["sluice-bench",{"server":%q}]`, topicPrefix),
+		"name":                        name,
+		"offset.storage":              "io.sluice.dbzharness.PresetOffsetStore",
+		"offset.storage.preset.key":   fmt.Sprintf(`[%q,{"server":%q}]`, name, topicPrefix),
 		"offset.storage.preset.value": string(b),
 		"snapshot.mode":               "recovery",
 	}
