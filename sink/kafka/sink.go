@@ -560,7 +560,7 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 		vals = strconv.AppendUint(vals, m.Seq, 10)
 		idx = append(idx, len(vals))
 		if m.End != nil {
-			vals = sink.AppendEnd(vals, m.End)
+			vals = sink.AppendEndHeader(vals, m.End)
 		}
 		idx = append(idx, len(vals))
 	}
