@@ -30,8 +30,8 @@ import (
 // JVM that runs the brokers, from jars fetched once with Maven into the
 // test cache (connect-pom.xml: connect-runtime, connect-json and a log4j2
 // binding), beside the brokers'. Connectors are plugins: each
-// ConnectPlugin is a POM whose runtime dependencies (less Kafka's own and
-// slf4j, which the worker provides) are fetched once into a directory of
+// ConnectPlugin is a POM whose runtime dependencies (less Kafka's own,
+// slf4j and Jackson's core, which the worker provides) are fetched once into a directory of
 // the cache keyed by the POM's hash, and the worker's plugin.path names
 // them all, so each plugin gets Connect's own class loader, as in a
 // deployment. The worker runs the connectors given to StartConnect, with
@@ -136,8 +136,10 @@ func cachedJars(dir string, pom []byte, what string, args ...string) (string, er
 	return strings.Join(jars, string(os.PathListSeparator)), nil
 }
 
-// pluginDir fetches plugin p (once) and returns its directory, which holds
-// only its jars: the cache's connect-plugins/<name>-<hash>/libs.
+// pluginDir fetches plugin p (once) and returns the plugin.path entry
+// that holds it: the cache's connect-plugins/<name>-<hash>, whose one
+// directory, libs/, holds the plugin's jars (an entry's every jar alone
+// would be a plugin of its own).
 func pluginDir(p ConnectPlugin) (string, error) {
 	if p.Name == "" || strings.ContainsAny(p.Name, "/\\ ") {
 		return "", fmt.Errorf("testenv: a Connect plugin named %q", p.Name)
@@ -146,14 +148,19 @@ func pluginDir(p ConnectPlugin) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(p.POM)
-	dir := filepath.Join(base, "connect-plugins", p.Name+"-"+hex.EncodeToString(sum[:8]))
 	// Kafka's own jars and slf4j come from the worker (Connect loads them
-	// from its class path whatever a plugin holds).
-	if _, err := cachedJars(dir, p.POM, "the Connect plugin "+p.Name, "-DexcludeGroupIds=org.apache.kafka,org.slf4j"); err != nil {
+	// from its class path whatever a plugin holds), and so does Jackson's
+	// core: the worker's Jackson modules are found by every class loader's
+	// ServiceLoader (the Blackbird module of connect-runtime), and a
+	// plugin's own jackson-databind then takes them for strangers ("not a
+	// subtype").
+	exclude := "-DexcludeGroupIds=org.apache.kafka,org.slf4j,com.fasterxml.jackson.core"
+	sum := sha256.Sum256(append(append([]byte(nil), p.POM...), exclude...))
+	dir := filepath.Join(base, "connect-plugins", p.Name+"-"+hex.EncodeToString(sum[:8]))
+	if _, err := cachedJars(dir, p.POM, "the Connect plugin "+p.Name, exclude); err != nil {
 		return "", err
 	}
-	return filepath.Join(dir, "libs"), nil
+	return dir, nil
 }
 
 // StartConnect fetches what is missing, starts a standalone worker with
