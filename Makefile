@@ -33,6 +33,8 @@ all: build test
 # Installs only what is missing; apt-get update runs only if something is.
 # Maven and a JDK 17 build and run Debezium, the oracle of format debezium's
 # tests (internal/dbzharness; its jars are fetched into the test cache once).
+# PostgreSQL 15 is the database Debezium's JDBC sink writes to in
+# internal/conformance/jdbcsink (throwaway.StartPostgres).
 # A temporary policy-rc.d stops apt from starting the system MariaDB service
 # (tests start their own throwaway servers; see internal/testenv).
 deps:
@@ -48,6 +50,7 @@ deps:
 	command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
 	[ -x /usr/lib/jvm/java-17-openjdk-amd64/bin/javac ] || [ -x /usr/lib/jvm/java-17-openjdk-arm64/bin/javac ] || { [ -n "$${JAVA_HOME:-}" ] && [ -x "$$JAVA_HOME/bin/javac" ]; } || missing="$$missing openjdk-17-jdk-headless"; \
 	[ -e /etc/ssl/certs/ca-certificates.crt ] || missing="$$missing ca-certificates"; \
+	[ -x /usr/lib/postgresql/15/bin/postgres ] || missing="$$missing postgresql-15"; \
 	if [ -n "$$missing" ]; then \
 		missing="$$(tr ' ' '\n' <<<"$$missing" | sed '/^$$/d' | sort -u | tr '\n' ' ')"; \
 		if [ "$$(id -u)" != 0 ]; then echo "deps: missing packages: $$missing; run 'make deps' as root or: sudo apt-get install -y $$missing" >&2; exit 1; fi; \

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 // Header and field values come back from sinks at recovery: any bytes give
@@ -22,6 +23,11 @@ func FuzzParseEnd(f *testing.F) {
 		}
 		if *got != p {
 			t.Fatalf("round trip: %+v -> %+v", p, *got)
+		}
+		// A Kafka header's form (pos a string) parses to the same.
+		got, err = ParseEnd(sink.AppendEndHeader(nil, &p))
+		if err != nil || *got != p {
+			t.Fatalf("round trip of the header form: %+v -> %+v, %v", p, got, err)
 		}
 	})
 }

@@ -422,11 +422,31 @@ const (
 )
 
 // AppendEnd appends the JSON of an end position (for HeaderEnd).
-func AppendEnd(dst []byte, p *position.Position) []byte {
+func AppendEnd(dst []byte, p *position.Position) []byte { return appendEnd(dst, p, false) }
+
+// AppendEndHeader appends an end position as a Kafka header's value: the
+// JSON of AppendEnd with "pos" a string as well
+// (`{"file":"mysql-bin.000001","pos":"4711",...}`). Kafka Connect's
+// default header converter (SimpleHeaderConverter) reads a header that
+// looks like a JSON object as a map, and a map whose values are not all of
+// one type gets no schema; Debezium's JDBC sink connector copies every
+// header of a record into a struct and fails on such a one ("No schema
+// defined for value of map field: sluice-end"), so that it stopped at the
+// first transaction's end. With every value a string the map is a
+// map<string,string>. ParseEnd reads both forms.
+func AppendEndHeader(dst []byte, p *position.Position) []byte { return appendEnd(dst, p, true) }
+
+func appendEnd(dst []byte, p *position.Position, quotePos bool) []byte {
 	dst = append(dst, `{"file":`...)
 	dst = codec.AppendString(dst, p.File)
 	dst = append(dst, `,"pos":`...)
+	if quotePos {
+		dst = append(dst, '"')
+	}
 	dst = strconv.AppendUint(dst, uint64(p.Offset), 10)
+	if quotePos {
+		dst = append(dst, '"')
+	}
 	if p.GTIDs != "" {
 		dst = append(dst, `,"gtids":`...)
 		dst = codec.AppendString(dst, p.GTIDs)
@@ -442,11 +462,33 @@ func AppendEnd(dst []byte, p *position.Position) []byte {
 	return append(dst, '}')
 }
 
-// ParseEnd parses the value of HeaderEnd.
+// ParseEnd parses the value of HeaderEnd, AppendEnd's or
+// AppendEndHeader's ("pos" a number or a string of one).
 func ParseEnd(b []byte) (*position.Position, error) {
-	var p position.Position
-	if err := json.Unmarshal(b, &p); err != nil {
+	var raw struct {
+		File   string          `json:"file"`
+		Pos    json.RawMessage `json:"pos"`
+		GTIDs  string          `json:"gtids"`
+		Flavor position.Flavor `json:"flavor"`
+		Server string          `json:"server"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("pipeline: bad %s value %q: %w", HeaderEnd, b, err)
+	}
+	p := position.Position{File: raw.File, GTIDs: raw.GTIDs, Flavor: raw.Flavor, Server: raw.Server}
+	if pos := raw.Pos; len(pos) > 0 && string(pos) != "null" {
+		if pos[0] == '"' {
+			var s string
+			if err := json.Unmarshal(pos, &s); err != nil {
+				return nil, fmt.Errorf("pipeline: bad %s value %q: %w", HeaderEnd, b, err)
+			}
+			pos = json.RawMessage(s)
+		}
+		n, err := strconv.ParseUint(string(pos), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("pipeline: bad %s value %q: pos %s is not a binlog offset", HeaderEnd, b, pos)
+		}
+		p.Offset = uint32(n)
 	}
 	return &p, nil
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,29 @@ const (
 	HeaderNewKey = "__debezium.newkey"
 	HeaderOldKey = "__debezium.oldkey"
 )
+
+// keyHeader is a key as the key-change headers carry it: the key struct's
+// JSON without its schema ({"id":20}), as Kafka Connect's default header
+// converter (SimpleHeaderConverter) writes the Struct that Debezium's
+// connector puts there, whatever the topics' converter does with schemas.
+// With schemas on, the key's bytes are {"schema":...,"payload":{"id":20}}:
+// in a header, a consumer's SimpleHeaderConverter made them a map of a
+// schema and a payload, on which Debezium's JDBC sink connector fails
+// ("Invalid Java object for schema with type INT8 ... __debezium.newkey").
+// Only an update of a primary key has these headers, so the decoding costs
+// nothing in the common case.
+func keyHeader(key []byte, schemas bool) []byte {
+	if !schemas {
+		return key
+	}
+	var env struct {
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(key, &env); err != nil || len(env.Payload) == 0 {
+		return key
+	}
+	return env.Payload
+}
 
 // Producer tuning (see BenchmarkWrite and docs/SINKS-kafka.md).
 const (
@@ -586,7 +610,7 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 		vals = strconv.AppendUint(vals, m.Seq, 10)
 		idx = append(idx, len(vals))
 		if m.End != nil {
-			vals = sink.AppendEnd(vals, m.End)
+			vals = sink.AppendEndHeader(vals, m.End)
 		}
 		idx = append(idx, len(vals))
 	}
@@ -682,15 +706,16 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 			// (header __debezium.newkey), its tombstone, a create of the
 			// new key (header __debezium.oldkey); all with the update's
 			// seq, the end on the create.
+			schemas := s.cfg.Format.Schemas
 			recs[r] = kgo.Record{Topic: names[i], Key: kc.OldKey, Value: kc.Delete,
-				Headers: append(slices.Clip(base), kgo.RecordHeader{Key: HeaderNewKey, Value: key})}
+				Headers: append(slices.Clip(base), kgo.RecordHeader{Key: HeaderNewKey, Value: keyHeader(key, schemas)})}
 			r++
 			if *s.cfg.Tombstones {
 				recs[r] = kgo.Record{Topic: names[i], Key: kc.OldKey, Headers: base}
 				r++
 			}
 			recs[r] = kgo.Record{Topic: names[i], Key: key, Value: kc.Create,
-				Headers: append(slices.Clip(h), kgo.RecordHeader{Key: HeaderOldKey, Value: kc.OldKey})}
+				Headers: append(slices.Clip(h), kgo.RecordHeader{Key: HeaderOldKey, Value: keyHeader(kc.OldKey, schemas)})}
 			r++
 			if tm != nil && tm.End {
 				if recs[r], err = s.txnRecord(m, tm, true, base); err != nil {

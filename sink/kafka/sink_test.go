@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 	"github.com/sluice-cdc/sluice/pipeline"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/sink"
 )
 
 const testPipeline = "p1"
@@ -424,6 +425,13 @@ func TestWriteReadBack(t *testing.T) {
 		if ok {
 			if p, err := pipeline.ParseEnd([]byte(h)); err != nil || *p != *m.End {
 				t.Errorf("seq %d: %s = %s (%v), want %+v", seq, pipeline.HeaderEnd, h, err, *m.End)
+			}
+			// pos a string: every value of the object a string, so
+			// that Kafka Connect's SimpleHeaderConverter makes it a
+			// map<string,string> (a Debezium JDBC sink fails on a
+			// map of mixed values).
+			if want := string(sink.AppendEndHeader(nil, m.End)); h != want || !strings.Contains(h, `"pos":"`) {
+				t.Errorf("seq %d: %s = %s, want %s", seq, pipeline.HeaderEnd, h, want)
 			}
 		}
 		tp := topicPartition{r.Topic, r.Partition}

@@ -96,11 +96,22 @@ func javaInstalled() bool {
 	return ok
 }
 
-func ensureKafka() (KafkaDist, error) {
-	if err := aptInstall(javaInstalled, "java (a Java 17 runtime, for the Kafka broker)", "openjdk-17-jre-headless"); err != nil {
-		return KafkaDist{}, err
+// ensureJava returns the java command, installing Debian's
+// openjdk-17-jre-headless when there is none: the one lookup of Java of
+// the throwaway JVMs (the brokers, Kafka Connect).
+func ensureJava() (string, error) {
+	if err := aptInstall(javaInstalled, "java (a Java 17 runtime, for Kafka)", "openjdk-17-jre-headless"); err != nil {
+		return "", err
 	}
 	java, _ := findBinary(javaCandidates)
+	return java, nil
+}
+
+func ensureKafka() (KafkaDist, error) {
+	java, err := ensureJava()
+	if err != nil {
+		return KafkaDist{}, err
+	}
 	base, err := CacheDir()
 	if err != nil {
 		return KafkaDist{}, err
@@ -137,28 +148,38 @@ func mvnInstalled() bool {
 // fetchKafkaJars copies the jars of kafka-pom.xml's dependencies into
 // dir/libs with Maven (through Maven's own local repository, ~/.m2).
 func fetchKafkaJars(dir string) error {
-	if err := aptInstall(mvnInstalled, "mvn (Maven, to fetch the Kafka broker's jars)", "maven"); err != nil {
+	return fetchJars(dir, kafkaPOM, "the Kafka broker "+KafkaVersion)
+}
+
+// fetchJars writes pom into dir and copies the jars of its runtime
+// dependencies into dir/libs with `mvn dependency:copy-dependencies`
+// (through Maven's own local repository, ~/.m2), with args added to
+// Maven's; what names the jars in messages. The one Maven fetch of the
+// throwaway JVMs (the brokers, Kafka Connect and its plugins). The caller
+// holds the cache's lock.
+func fetchJars(dir string, pom []byte, what string, args ...string) error {
+	if err := aptInstall(mvnInstalled, "mvn (Maven, to fetch the jars of "+what+")", "maven"); err != nil {
 		return err
 	}
 	mvn, _ := findBinary([]string{"mvn", "/usr/bin/mvn"})
 	start := time.Now()
-	pom := filepath.Join(dir, "pom.xml")
-	if err := os.WriteFile(pom, kafkaPOM, 0o644); err != nil {
+	pomPath := filepath.Join(dir, "pom.xml")
+	if err := os.WriteFile(pomPath, pom, 0o644); err != nil {
 		return fmt.Errorf("testenv: %w", err)
 	}
 	tmp := filepath.Join(dir, "libs.tmp")
 	_ = os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, mvn, "-B", "-q", "-f", pom, "dependency:copy-dependencies",
-		"-DincludeScope=runtime", "-DoutputDirectory="+tmp)
+	cmd := exec.CommandContext(ctx, mvn, append([]string{"-B", "-q", "-f", pomPath, "dependency:copy-dependencies",
+		"-DincludeScope=runtime", "-DoutputDirectory=" + tmp}, args...)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("testenv: fetching Kafka %s's jars with Maven (%s) failed: %w; does this machine reach Maven Central?\n%s",
-			KafkaVersion, pom, err, tail(string(out), 30))
+		return fmt.Errorf("testenv: fetching the jars of %s with Maven (%s) failed: %w; does this machine reach Maven Central?\n%s",
+			what, pomPath, err, tail(string(out), 30))
 	}
-	if err := os.WriteFile(filepath.Join(tmp, readyMarker), []byte(KafkaVersion+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, readyMarker), []byte(what+"\n"), 0o644); err != nil {
 		return fmt.Errorf("testenv: %w", err)
 	}
 	libs := filepath.Join(dir, "libs")
@@ -166,7 +187,7 @@ func fetchKafkaJars(dir string) error {
 	if err := os.Rename(tmp, libs); err != nil {
 		return fmt.Errorf("testenv: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "testenv: fetched Kafka %s's jars into %s in %v\n", KafkaVersion, libs, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "testenv: fetched the jars of %s into %s in %v\n", what, libs, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

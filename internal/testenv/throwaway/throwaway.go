@@ -783,16 +783,22 @@ func (p *process) signal(sig syscall.Signal) error {
 }
 
 func startProcess(name string, args []string, out *os.File, dir string, env ...string) (*process, error) {
+	cmd := newCmd(name, args, out, dir)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	return startCmd(cmd)
+}
+
+// startCmd starts cmd (made by newCmd, perhaps adjusted: a credential,
+// an environment) as a process of its own group, killed with its parent.
+func startCmd(cmd *exec.Cmd) (*process, error) {
 	p := &process{done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread() // only after the child is reaped
 		defer close(p.done)
-		cmd := newCmd(name, args, out, dir)
-		if len(env) > 0 {
-			cmd.Env = append(os.Environ(), env...)
-		}
 		if err := cmd.Start(); err != nil {
 			p.waitErr = err
 			started <- err
