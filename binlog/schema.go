@@ -249,6 +249,7 @@ func merge(t *Table, def *Table, names bool) error {
 		bc, dc := &t.Columns[i], &def.Columns[i]
 		bc.jsonText = dc.jsonText
 		bc.Point = dc.Point
+		bc.FloatMD = dc.FloatMD
 		if bc.Default == nil {
 			bc.Default = dc.Default
 		}
@@ -456,6 +457,7 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 		col.Type = typeFromInfoSchema(strings.ToLower(dataType))
 		col.Point = strings.EqualFold(dataType, "point")
 		lc := strings.ToLower(colType)
+		col.FloatMD = strings.EqualFold(dataType, "float") && strings.Contains(lc, ",")
 		col.Unsigned = strings.Contains(lc, "unsigned")
 		switch col.Type {
 		case mysql.MYSQL_TYPE_ENUM:

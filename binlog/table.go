@@ -43,6 +43,11 @@ type Column struct {
 	// GEOMETRY_TYPE metadata, information_schema's DATA_TYPE, the history's
 	// declared type); false for every other spatial type and when unknown.
 	Point bool
+	// FloatMD marks a FLOAT declared with a scale, FLOAT(M,D)
+	// (information_schema's COLUMN_TYPE, the history's declared type): its
+	// values are rounded to D digits, and Debezium writes it as a double
+	// (the float widened). False for a plain FLOAT and when unknown.
+	FloatMD bool
 	// Default is the column's default as Debezium's defaultValueExpression
 	// (ColumnDef.Default): a literal's text, "1970-01-01 00:00:00" for
 	// CURRENT_TIMESTAMP; nil without a default, for DEFAULT NULL or an

@@ -208,6 +208,11 @@ func (d *dbzState) columnType(col *binlog.Column) (typ, logical string, version 
 		}
 		return "bytes", "io.debezium.data.Bits", 1, []string{"length", strconv.Itoa(n)}
 	case binlog.KindFloat:
+		if col.FloatMD {
+			// FLOAT(M,D): Debezium's type for it is a double
+			// (Debezium 3.6.1, TestDebeziumOracle).
+			return "double", "", 0, nil
+		}
 		return "float", "", 0, nil
 	case binlog.KindDouble:
 		return "double", "", 0, nil

@@ -61,6 +61,11 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		if !finite(float64(f)) {
 			return append(dst, "null"...)
 		}
+		if col.FloatMD {
+			// A double, the float widened: 3.14 is 3.140000104904175
+			// (Debezium 3.6.1, TestDebeziumOracle).
+			return appendJavaFloat(dst, float64(f), 64)
+		}
 		return appendJavaFloat(dst, float64(f), 32)
 	case binlog.KindDouble:
 		f := v.Float()

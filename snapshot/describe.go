@@ -208,6 +208,7 @@ func setType(col *binlog.Column, mariaDB bool, dataType, colType string, prec, s
 		integer(mysql.MYSQL_TYPE_LONGLONG)
 	case "float":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_FLOAT, binlog.KindFloat
+		col.FloatMD = strings.Contains(colType, ",")
 	case "double", "real", "double precision":
 		col.Type, col.Kind = mysql.MYSQL_TYPE_DOUBLE, binlog.KindDouble
 	case "decimal", "numeric":

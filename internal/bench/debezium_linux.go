@@ -46,4 +46,3 @@ func debeziumCmd(ctx context.Context, db *throwaway.Server, rg Range, mode strin
 	}
 	return cmd, func() { os.RemoveAll(dir) }, nil
 }
-

@@ -516,24 +516,21 @@ func StartAt(name, topicPrefix, file string, pos uint32, gtids string) map[strin
 }
 
 func javaBinary() (string, error) {
-	if h := os.Getenv("JAVA_HOME"); h != "" {
-		return filepath.Join(h, "bin", "java"), nil
+	j, err := throwaway.Java()
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNotInstalled, err)
 	}
-	for _, j := range []string{"/usr/lib/jvm/java-17-openjdk-amd64/bin/java", "/usr/lib/jvm/java-17-openjdk-arm64/bin/java"} {
-		if _, err := os.Stat(j); err == nil {
-			return j, nil
-		}
-	}
-	if j, err := exec.LookPath("java"); err == nil {
-		return j, nil
-	}
-	return "", ErrNotInstalled
+	return j, nil
 }
 
 func javaEnv() []string {
 	env := os.Environ()
 	if os.Getenv("JAVA_HOME") == "" {
 		if j, err := javaBinary(); err == nil {
+			// /usr/bin/java is a link into the JDK's directory.
+			if r, err := filepath.EvalSymlinks(j); err == nil {
+				j = r
+			}
 			env = append(env, "JAVA_HOME="+filepath.Dir(filepath.Dir(j)))
 		}
 	}

@@ -177,7 +177,7 @@ func StartConnect(ctx context.Context, opts ConnectOptions, connectors ...map[st
 	if opts.LogLevel == "" {
 		opts.LogLevel = "WARN"
 	}
-	java, err := ensureJava()
+	java, err := Java()
 	if err != nil {
 		return nil, err
 	}

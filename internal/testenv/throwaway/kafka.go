@@ -96,10 +96,19 @@ func javaInstalled() bool {
 	return ok
 }
 
-// ensureJava returns the java command, installing Debian's
-// openjdk-17-jre-headless when there is none: the one lookup of Java of
-// the throwaway JVMs (the brokers, Kafka Connect).
-func ensureJava() (string, error) {
+// Java returns the java command: $JAVA_HOME/bin/java when JAVA_HOME is
+// set, else the first of javaCandidates, installing Debian's
+// openjdk-17-jre-headless when there is none. It is the one lookup of
+// Java of the tests' JVMs: the brokers, Kafka Connect, the Debezium
+// harness.
+func Java() (string, error) {
+	if h := os.Getenv("JAVA_HOME"); h != "" {
+		j := filepath.Join(h, "bin", "java")
+		if _, err := os.Stat(j); err != nil {
+			return "", fmt.Errorf("testenv: JAVA_HOME=%s holds no bin/java: %w", h, err)
+		}
+		return j, nil
+	}
 	if err := aptInstall(javaInstalled, "java (a Java 17 runtime, for Kafka)", "openjdk-17-jre-headless"); err != nil {
 		return "", err
 	}
@@ -108,7 +117,7 @@ func ensureJava() (string, error) {
 }
 
 func ensureKafka() (KafkaDist, error) {
-	java, err := ensureJava()
+	java, err := Java()
 	if err != nil {
 		return KafkaDist{}, err
 	}
