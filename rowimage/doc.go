@@ -11,6 +11,7 @@
 //	                             position, whether it is a snapshot chunk,
 //	                             and every key it wrote with the value the
 //	                             key had before (or none)
+//	'm' 'v'                      the version of the last checkpoint saved
 //
 // The primary key is encoded as the interval join encodes its keys
 // (join.AppendKeyValue): one order-preserving, self-delimiting element per

@@ -14,9 +14,16 @@ import (
 // Resume is where a run reads from again: chunks of the stream that begin
 // at or after Pos, and snapshot chunks whose messages come after LastSeq
 // (the checkpoint's), are read again; the others are not.
+//
+// Version is the version of the checkpoint the run starts from: Trim
+// records the version of every checkpoint saved, so that a store older
+// than the checkpoint (a copy restored from a backup, or one that missed
+// checkpoints) or newer (a checkpoint restored) is told apart and emptied
+// rather than trusted.
 type Resume struct {
 	Pos     position.Position
 	LastSeq uint64
+	Version uint64
 }
 
 // replayed reports whether the chunk of an undo record is read again.
@@ -39,16 +46,16 @@ type RewindResult struct {
 }
 
 type undoRecord struct {
-	seq uint64
+	seq, sub uint64
 	hdr undoHeader
 	raw []byte
 }
 
 func parseUndo(k, v []byte) (undoRecord, error) {
-	if len(k) != 9 {
+	if len(k) != 17 {
 		return undoRecord{}, errors.New("rowimage: an undo key is corrupt")
 	}
-	r := undoRecord{seq: binary.BigEndian.Uint64(k[1:])}
+	r := undoRecord{seq: binary.BigEndian.Uint64(k[1:]), sub: binary.BigEndian.Uint64(k[9:])}
 	n, w := binary.Uvarint(v)
 	if w <= 0 || uint64(len(v)-w) < n {
 		return r, errors.New("rowimage: an undo record is corrupt")
@@ -92,11 +99,22 @@ func (s *Store) Rewind(r Resume) (RewindResult, error) {
 	if err != nil {
 		return RewindResult{}, fmt.Errorf("rowimage: reading the undo records: %w", err)
 	}
+	empty, err := s.empty()
+	if err != nil || empty {
+		return RewindResult{}, err
+	}
 	if r.Pos.IsZero() && r.LastSeq == 0 {
-		if empty, err := s.empty(); err != nil || empty {
-			return RewindResult{}, err
-		}
 		return RewindResult{Cleared: true, Reason: "the pipeline starts without a saved position"}, s.clear()
+	}
+	v, ok, err := s.version()
+	switch {
+	case err != nil:
+		return RewindResult{}, err
+	case !ok:
+		return RewindResult{Cleared: true, Reason: "the store records no checkpoint"}, s.clear()
+	case v+1 < r.Version || v > r.Version:
+		reason := fmt.Sprintf("the store was last checkpointed at version %d, the checkpoint is version %d", v, r.Version)
+		return RewindResult{Cleared: true, Reason: reason}, s.clear()
 	}
 	from := len(recs)
 	for i, rec := range recs {
@@ -117,14 +135,14 @@ func (s *Store) Rewind(r Resume) (RewindResult, error) {
 		if err := applyUndo(b, recs[i].raw); err != nil {
 			return RewindResult{}, err
 		}
-		if err := b.Delete(undoKey(recs[i].seq), nil); err != nil {
+		if err := b.Delete(undoKey(recs[i].seq, recs[i].sub), nil); err != nil {
 			return RewindResult{}, err
 		}
 	}
 	if err := b.Commit(pebble.Sync); err != nil {
 		return RewindResult{}, fmt.Errorf("rowimage: rewinding the row image store: %w", err)
 	}
-	return RewindResult{Undone: len(recs) - from}, nil
+	return RewindResult{Undone: len(recs) - from}, s.loadLast()
 }
 
 // applyUndo restores every key of one undo record. (Within a record each
@@ -157,10 +175,11 @@ func applyUndo(b *pebble.Batch, raw []byte) error {
 	return nil
 }
 
-// Trim drops the undo records no restart can need once a checkpoint with
-// the source's position pos and sequence number lastSeq is saved:
-// restarts resume at or after it.
-func (s *Store) Trim(pos position.Position, lastSeq uint64) error {
+// Trim drops the undo records no restart can need once a checkpoint of
+// version version, with the source's position pos and sequence number
+// lastSeq, is saved (restarts resume at or after it), and records the
+// version.
+func (s *Store) Trim(pos position.Position, lastSeq, version uint64) error {
 	recs, err := s.undoRecords()
 	if err != nil {
 		return err
@@ -176,14 +195,32 @@ func (s *Store) Trim(pos position.Position, lastSeq uint64) error {
 		} else if pos.IsZero() || rec.hdr.Begin.Compare(pos) >= 0 {
 			break
 		}
-		if err := b.Delete(undoKey(rec.seq), nil); err != nil {
+		if err := b.Delete(undoKey(rec.seq, rec.sub), nil); err != nil {
 			return err
 		}
 	}
-	if b.Empty() {
-		return nil
+	if err := b.Set(metaVersion, binary.BigEndian.AppendUint64(nil, version), nil); err != nil {
+		return err
 	}
 	return b.Commit(pebble.NoSync)
+}
+
+// metaVersion holds the version of the last checkpoint saved.
+var metaVersion = []byte{prefixMeta, 'v'}
+
+func (s *Store) version() (uint64, bool, error) {
+	v, c, err := s.db.Get(metaVersion)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	defer c.Close()
+	if len(v) != 8 {
+		return 0, false, errors.New("rowimage: the store's checkpoint version is corrupt")
+	}
+	return binary.BigEndian.Uint64(v), true, nil
 }
 
 func (s *Store) empty() (bool, error) {
@@ -200,5 +237,24 @@ func (s *Store) clear() error {
 	if err := s.db.DeleteRange([]byte{0}, []byte{0xff}, pebble.Sync); err != nil {
 		return fmt.Errorf("rowimage: emptying the row image store: %w", err)
 	}
+	s.haveLast = false
 	return nil
+}
+
+// loadLast reads the newest undo record's key.
+func (s *Store) loadLast() error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixUndo}, UpperBound: []byte{prefixUndo + 1}})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	s.haveLast = false
+	if it.Last() {
+		k := it.Key()
+		if len(k) != 17 {
+			return errors.New("rowimage: an undo key is corrupt")
+		}
+		s.lastSeq, s.lastSub, s.haveLast = binary.BigEndian.Uint64(k[1:]), binary.BigEndian.Uint64(k[9:]), true
+	}
+	return it.Error()
 }

@@ -38,6 +38,9 @@ type Store struct {
 	undo    []byte
 	kbuf    []byte
 	vbuf    []byte
+	// lastSeq and lastSub are the newest undo record's key.
+	lastSeq, lastSub uint64
+	haveLast         bool
 
 	completed, rows atomic.Int64
 }
@@ -63,7 +66,12 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rowimage: opening the row image store %s: %w", dir, err)
 	}
-	return &Store{db: db, log: log, touched: map[string]bool{}}, nil
+	s := &Store{db: db, log: log, touched: map[string]bool{}}
+	if err := s.loadLast(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Close closes the store.
@@ -83,6 +91,7 @@ func (s *Store) Sync() error {
 }
 
 const (
+	prefixMeta = 'm'
 	prefixRow  = 'r'
 	prefixUndo = 'u'
 )
@@ -231,7 +240,7 @@ func keyText(t *binlog.Table, row binlog.Row) string {
 	return s + ")"
 }
 
-// undo record: seq (key), then JSON header length (uvarint), header, then
+// undo record: seq and sub (key), then JSON header length (uvarint), header, then
 // entries: kind byte (0 absent before, 1 had a value), uvarint key
 // length, key, [uvarint value length, value].
 type undoHeader struct {
@@ -239,8 +248,21 @@ type undoHeader struct {
 	Snapshot bool              `json:"snapshot,omitempty"`
 }
 
-func undoKey(seq uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte{prefixUndo}, seq)
+// undoKey is the key of a chunk's undo record: its first message's
+// sequence number and, for chunks with the same one (chunks without
+// messages), a counter.
+func undoKey(seq, sub uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64([]byte{prefixUndo}, seq), sub)
+}
+
+// nextUndoKey is the key of the next chunk's undo record.
+func (s *Store) nextUndoKey(seq uint64) []byte {
+	if s.haveLast && seq == s.lastSeq {
+		s.lastSub++
+	} else {
+		s.lastSeq, s.lastSub, s.haveLast = seq, 0, true
+	}
+	return undoKey(s.lastSeq, s.lastSub)
 }
 
 // Fill completes the partial images of t's changes from the store and
@@ -277,7 +299,7 @@ func (s *Store) Fill(t *binlog.Txn, seq uint64) error {
 			completed++
 		}
 	}
-	if err := s.b.Set(undoKey(seq), s.undo, nil); err != nil {
+	if err := s.b.Set(s.nextUndoKey(seq), s.undo, nil); err != nil {
 		return err
 	}
 	if err := s.b.Commit(pebble.NoSync); err != nil {

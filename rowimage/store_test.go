@@ -178,6 +178,11 @@ func TestFillMatchesModel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The run's first checkpoint (version 1) has no position yet.
+		if err := s.Trim(position.Position{}, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+		ver := uint64(1)
 		seqs := make([]uint64, len(steps))
 		next := uint64(1)
 		for i, st := range steps {
@@ -189,7 +194,7 @@ func TestFillMatchesModel(t *testing.T) {
 		for round := 0; round < 3; round++ {
 			// Resume at a random stream chunk k: chunks k.. are read again.
 			k := low + rng.IntN(len(steps)-low)
-			res, err := s.Rewind(Resume{Pos: steps[k].begin, LastSeq: seqs[k] - 1})
+			res, err := s.Rewind(Resume{Pos: steps[k].begin, LastSeq: seqs[k] - 1, Version: ver})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -204,7 +209,8 @@ func TestFillMatchesModel(t *testing.T) {
 			}
 			if k > 1 && rng.IntN(2) == 0 {
 				// A checkpoint at chunk k-1 trims what no restart needs.
-				if err := s.Trim(steps[k-1].begin, seqs[k-1]-1); err != nil {
+				ver++
+				if err := s.Trim(steps[k-1].begin, seqs[k-1]-1, ver); err != nil {
 					t.Fatal(err)
 				}
 				low = k - 1
@@ -272,13 +278,16 @@ func TestRewindClears(t *testing.T) {
 	defer s.Close()
 	snap := &binlog.Txn{Snapshot: true, Begin: position.Position{File: "f", Offset: 4}, Changes: []binlog.Change{{Op: binlog.OpRead, Table: testTable, After: modelRow{a: 1}.image(1)}}}
 	stream := &binlog.Txn{Begin: position.Position{File: "f", Offset: 10}, Changes: []binlog.Change{{Op: binlog.OpInsert, Table: testTable, After: modelRow{a: 2}.image(2)}}}
+	if err := s.Trim(position.Position{}, 0, 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Fill(snap, 5); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Fill(stream, 6); err != nil {
 		t.Fatal(err)
 	}
-	res, err := s.Rewind(Resume{Pos: position.Position{File: "f", Offset: 20}, LastSeq: 4})
+	res, err := s.Rewind(Resume{Pos: position.Position{File: "f", Offset: 20}, LastSeq: 4, Version: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,5 +296,34 @@ func TestRewindClears(t *testing.T) {
 	}
 	if empty, err := s.empty(); err != nil || !empty {
 		t.Fatalf("store not empty (%v)", err)
+	}
+}
+
+// TestRewindStale: a store that missed checkpoints (or is newer than the
+// checkpoint) is emptied, not trusted.
+func TestRewindStale(t *testing.T) {
+	for _, tc := range []struct {
+		stored, cp uint64
+		cleared    bool
+	}{{5, 5, false}, {5, 6, false}, {5, 7, true}, {6, 5, true}} {
+		s, err := Open(t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := position.Position{File: "f", Offset: 10}
+		if err := s.Fill(&binlog.Txn{Begin: position.Position{File: "f", Offset: 4}, Changes: []binlog.Change{{Op: binlog.OpInsert, Table: testTable, After: modelRow{a: 2}.image(2)}}}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Trim(pos, 1, tc.stored); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Rewind(Resume{Pos: pos, LastSeq: 1, Version: tc.cp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Cleared != tc.cleared {
+			t.Errorf("store at version %d, checkpoint %d: %+v, want cleared %v", tc.stored, tc.cp, res, tc.cleared)
+		}
+		s.Close()
 	}
 }
