@@ -47,8 +47,8 @@ type RewindResult struct {
 
 type undoRecord struct {
 	seq, sub uint64
-	hdr undoHeader
-	raw []byte
+	hdr      undoHeader
+	raw      []byte
 }
 
 func parseUndo(k, v []byte) (undoRecord, error) {
