@@ -96,17 +96,28 @@ const (
 	prefixUndo = 'u'
 )
 
-// fingerprint identifies a table's columns (names and kinds): an image
-// stored with other columns is not used.
+// fingerprint identifies a table's columns by their names: an image
+// stored with other columns is not used. (Not by their kinds: a MariaDB
+// JSON column is KindJSON in a snapshot and KindString in the binlog read
+// with a schema history; see fillValue.)
 func fingerprint(t *binlog.Table) uint32 {
 	h := crc32.NewIEEE()
-	var b [1]byte
 	for i := range t.Columns {
 		h.Write([]byte(t.Columns[i].Name))
-		b[0] = byte(t.Columns[i].Kind)
-		h.Write(b[:])
+		h.Write([]byte{0})
 	}
 	return h.Sum32()
+}
+
+// fillValue is the stored value v for column c: bytes stored under one
+// byte-carrying kind take the column's (a MariaDB JSON column read by a
+// snapshot as KindJSON, by the binlog as KindString), so that a completed
+// image is written as the binlog's own image of the column would be.
+func fillValue(c *binlog.Column, v binlog.Value) binlog.Value {
+	if v.Kind() != c.Kind && byteKind(v.Kind()) && byteKind(c.Kind) {
+		return binlog.BytesValue(c.Kind, v.Bytes())
+	}
+	return v
 }
 
 // rowKey appends the store key of the row of t whose image is row; ok is
@@ -320,6 +331,7 @@ func (s *Store) change(ch *binlog.Change) (did bool, err error) {
 	}
 	fp := fingerprint(t)
 	n := len(t.Columns)
+
 	var oldKey []byte
 	if ch.Op == binlog.OpUpdate || ch.Op == binlog.OpDelete {
 		if len(t.PrimaryKey) == 0 {
@@ -347,7 +359,7 @@ func (s *Store) change(ch *binlog.Change) (did bool, err error) {
 				copy(before, ch.Before)
 				for i, v := range before {
 					if v.IsAbsent() {
-						before[i] = stored[i]
+						before[i] = fillValue(&t.Columns[i], stored[i])
 					}
 				}
 				ch.Before = before

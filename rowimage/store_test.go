@@ -327,3 +327,28 @@ func TestRewindStale(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestFillKinds: a value stored under another byte-carrying kind (a
+// MariaDB JSON column: KindJSON from a snapshot, KindString from the
+// binlog) is completed under the column's kind.
+func TestFillKinds(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	snapTable := &binlog.Table{Schema: "app", Name: "j", PrimaryKey: []int{0}, Columns: []binlog.Column{{Name: "id", Kind: binlog.KindInt}, {Name: "j", Kind: binlog.KindJSON}, {Name: "a", Kind: binlog.KindInt}}}
+	binlogTable := &binlog.Table{Schema: "app", Name: "j", PrimaryKey: []int{0}, Columns: []binlog.Column{{Name: "id", Kind: binlog.KindInt}, {Name: "j", Kind: binlog.KindString}, {Name: "a", Kind: binlog.KindInt}}}
+	doc := []byte(`{"n":1}`)
+	if err := s.Fill(&binlog.Txn{Snapshot: true, Changes: []binlog.Change{{Op: binlog.OpRead, Table: snapTable, After: binlog.Row{binlog.IntValue(1), binlog.BytesValue(binlog.KindJSON, doc), binlog.IntValue(5)}}}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	txn := &binlog.Txn{Changes: []binlog.Change{{Op: binlog.OpUpdate, Table: binlogTable, Before: binlog.Row{binlog.IntValue(1), {}, {}}, After: binlog.Row{binlog.IntValue(1), {}, binlog.IntValue(6)}}}}
+	if err := s.Fill(txn, 2); err != nil {
+		t.Fatal(err)
+	}
+	want := binlog.BytesValue(binlog.KindString, doc)
+	if ch := txn.Changes[0]; !ch.Before[1].Equal(want) || !ch.After[1].Equal(want) || !ch.Before[2].Equal(binlog.IntValue(5)) {
+		t.Fatalf("got before %v after %v", ch.Before, ch.After)
+	}
+}
