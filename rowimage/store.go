@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/join"
@@ -54,15 +55,25 @@ type Stats struct {
 	DiskBytes uint64
 }
 
+// cacheBytes is the store's block cache.
+const cacheBytes = 64 << 20
+
 // Open opens (or creates) the store in dir.
 func Open(dir string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	db, err := pebble.Open(dir, &pebble.Options{
+	opts := &pebble.Options{
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             pebbleLogger{log},
-	})
+		CacheSize:          cacheBytes,
+	}
+	// Every read is a point read of one key: bloom filters spare the
+	// levels that do not hold it.
+	for i := range opts.Levels {
+		opts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("rowimage: opening the row image store %s: %w", dir, err)
 	}
@@ -405,16 +416,40 @@ func (s *Store) change(ch *binlog.Change) (did bool, err error) {
 	return did, nil
 }
 
+// get reads the stored image of key, and remembers the key's value for
+// the undo record (so that the write that follows reads nothing again).
 func (s *Store) get(key []byte, fp uint32, n int) (binlog.Row, bool, error) {
 	v, c, err := s.b.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
+		s.rememberValue(key, nil, false)
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("rowimage: reading the row image store: %w", err)
 	}
 	defer c.Close()
+	s.rememberValue(key, v, true)
 	return decodeImage(v, fp, n)
+}
+
+// rememberValue adds key's value before the chunk (had: it has one) to
+// the undo record, once per key and chunk.
+func (s *Store) rememberValue(key, v []byte, had bool) {
+	if s.touched[string(key)] {
+		return
+	}
+	s.touched[string(key)] = true
+	if !had {
+		s.undo = append(s.undo, 0)
+		s.undo = binary.AppendUvarint(s.undo, uint64(len(key)))
+		s.undo = append(s.undo, key...)
+		return
+	}
+	s.undo = append(s.undo, 1)
+	s.undo = binary.AppendUvarint(s.undo, uint64(len(key)))
+	s.undo = append(s.undo, key...)
+	s.undo = binary.AppendUvarint(s.undo, uint64(len(v)))
+	s.undo = append(s.undo, v...)
 }
 
 // remember adds key's value before the chunk to the undo record (once
@@ -423,22 +458,15 @@ func (s *Store) remember(key []byte) error {
 	if s.touched[string(key)] {
 		return nil
 	}
-	s.touched[string(key)] = true
 	v, c, err := s.b.Get(key)
 	switch {
 	case errors.Is(err, pebble.ErrNotFound):
-		s.undo = append(s.undo, 0)
-		s.undo = binary.AppendUvarint(s.undo, uint64(len(key)))
-		s.undo = append(s.undo, key...)
+		s.rememberValue(key, nil, false)
 		return nil
 	case err != nil:
 		return fmt.Errorf("rowimage: reading the row image store: %w", err)
 	}
-	s.undo = append(s.undo, 1)
-	s.undo = binary.AppendUvarint(s.undo, uint64(len(key)))
-	s.undo = append(s.undo, key...)
-	s.undo = binary.AppendUvarint(s.undo, uint64(len(v)))
-	s.undo = append(s.undo, v...)
+	s.rememberValue(key, v, true)
 	return c.Close()
 }
 
