@@ -498,6 +498,14 @@ type SourceStatus struct {
 	// SnapshotMethod is the method its last initial snapshot used
 	// (snapshot.Result.Method; empty before one ran).
 	SnapshotMethod string
+	// RowImagesCompleted counts the changes whose partial row images
+	// were completed from the row image store (row_image: fill),
+	// RowImageStoreBytes is the store's size on disk, and
+	// RowImageStoreCleared counts the starts that emptied the store
+	// (each a warning with the reason).
+	RowImagesCompleted   int64
+	RowImageStoreBytes   uint64
+	RowImageStoreCleared int64
 }
 
 // Counters are totals since the process started.
@@ -557,6 +565,11 @@ func (p *Pipeline) Status() Status {
 			ss.Failovers, ss.CatchUpWait = st.Failovers, st.CatchUpWait
 			ss.TxnEndsMissing = in.src.endsMissing.Load()
 			ss.InvalidText = in.src.text.Counts()
+			if st := in.src.images.Load(); st != nil {
+				is := st.Stats()
+				ss.RowImagesCompleted, ss.RowImageStoreBytes = is.Completed, is.DiskBytes
+			}
+			ss.RowImageStoreCleared = in.src.imagesCleared.Load()
 		}
 	}
 	return s
@@ -854,7 +867,7 @@ func (b *builder) snapMark(bt *batch, si int, t *binlog.Txn, i int, seq uint64) 
 // corrected event time (Unix ns, 0 when none) and size its memory as the
 // merger measured it when it was queued.
 func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size int) error {
-	if st := b.p.srcs[si].images; st != nil {
+	if st := b.p.srcs[si].images.Load(); st != nil {
 		if err := st.Fill(t, b.nextSeq); err != nil {
 			return fmt.Errorf("source %s: %w", b.srcs[si].name, err)
 		}

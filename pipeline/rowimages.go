@@ -22,11 +22,10 @@ import (
 func (p *Pipeline) openImages(pl plan, cp *checkpoint.Checkpoint) (close func(), err error) {
 	close = func() {
 		for _, s := range p.srcs {
-			if s.images != nil {
-				if err := s.images.Close(); err != nil {
+			if st := s.images.Swap(nil); st != nil {
+				if err := st.Close(); err != nil {
 					s.log.Warn("closing the row image store", "dir", s.cfg.RowImage.Dir, "err", err.Error())
 				}
-				s.images = nil
 			}
 		}
 	}
@@ -39,7 +38,7 @@ func (p *Pipeline) openImages(pl plan, cp *checkpoint.Checkpoint) (close func(),
 			close()
 			return nil, err
 		}
-		s.images = st
+		s.images.Store(st)
 		res, err := st.Rewind(rowimage.Resume{Pos: pl.srcs[i].pos, LastSeq: cp.LastSeq, Version: cp.Version})
 		if err != nil {
 			close()
@@ -47,7 +46,8 @@ func (p *Pipeline) openImages(pl plan, cp *checkpoint.Checkpoint) (close func(),
 		}
 		switch {
 		case res.Cleared:
-			s.log.Warn("the row image store was emptied: rows are completed again once a snapshot reads them", "dir", s.cfg.RowImage.Dir, "reason", res.Reason)
+			s.imagesCleared.Add(1)
+			s.log.Warn("the row image store was emptied: rows are completed again once a snapshot reads them; counted in sluice_row_image_store_cleared_total", "dir", s.cfg.RowImage.Dir, "reason", res.Reason)
 		default:
 			s.log.Info("row image store ready", "dir", s.cfg.RowImage.Dir, "chunks_undone", res.Undone, "resume", pl.srcs[i].pos.String())
 		}
@@ -58,8 +58,8 @@ func (p *Pipeline) openImages(pl plan, cp *checkpoint.Checkpoint) (close func(),
 // syncImages makes every chunk applied to the stores durable.
 func (p *Pipeline) syncImages() error {
 	for _, s := range p.srcs {
-		if s.images != nil {
-			if err := s.images.Sync(); err != nil {
+		if st := s.images.Load(); st != nil {
+			if err := st.Sync(); err != nil {
 				return fmt.Errorf("source %s: %w", s.cfg.Name, err)
 			}
 		}
@@ -71,8 +71,8 @@ func (p *Pipeline) syncImages() error {
 // records cp's version in the stores.
 func (p *Pipeline) trimImages(cp *checkpoint.Checkpoint) error {
 	for _, s := range p.srcs {
-		if s.images != nil {
-			if err := s.images.Trim(cp.Sources[s.cfg.Name], cp.LastSeq, cp.Version); err != nil {
+		if st := s.images.Load(); st != nil {
+			if err := st.Trim(cp.Sources[s.cfg.Name], cp.LastSeq, cp.Version); err != nil {
 				return fmt.Errorf("source %s: trimming the row image store: %w", s.cfg.Name, err)
 			}
 		}

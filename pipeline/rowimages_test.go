@@ -62,6 +62,7 @@ func TestRowImageFill(t *testing.T) {
 		formats := []codec.Format{{Name: codec.FormatSluice}, {Name: codec.FormatDebezium}}
 		store := &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")}
 		var done chan error
+		var cur *pipeline.Pipeline
 		start := func() func() {
 			src, err := binlog.ParseSourceURL(db.URL())
 			if err != nil {
@@ -86,6 +87,7 @@ func TestRowImageFill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			cur = p
 			cctx, cancel := context.WithCancel(ctx)
 			done = make(chan error, 1)
 			go func() { done <- p.Run(cctx) }()
@@ -145,6 +147,9 @@ func TestRowImageFill(t *testing.T) {
 			t.Fatal(err)
 		}
 		wait("the last row", func(evs []workload.ImageEvent) bool { return len(evs) > 0 && evs[len(evs)-1].Table == "done" })
+		if st := cur.Status().Sources[0]; st.RowImagesCompleted == 0 || st.RowImageStoreBytes == 0 || st.RowImageStoreCleared != 0 {
+			t.Errorf("status: %d images completed, store %d bytes, cleared %d times; want some, some, none", st.RowImagesCompleted, st.RowImageStoreBytes, st.RowImageStoreCleared)
+		}
 		stop()
 		for f := range formats {
 			evs := imageEvents(t, filepath.Join(dir, strconv.Itoa(f), "out.jsonl"))

@@ -107,7 +107,9 @@ type source struct {
 	text *binlog.TextCheck
 	// images is the row image store of a run (row_image: fill), nil
 	// otherwise or between runs.
-	images *rowimage.Store
+	images atomic.Pointer[rowimage.Store]
+	// imagesCleared counts the starts that emptied the store.
+	imagesCleared atomic.Int64
 }
 
 // textChecked is an emitter that runs the source's TextCheck on every

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -43,7 +44,12 @@ type Store struct {
 	lastSeq, lastSub uint64
 	haveLast         bool
 
-	completed, rows atomic.Int64
+	completed atomic.Int64
+	// mu guards closed: Stats may run while the store closes.
+	mu struct {
+		sync.RWMutex
+		closed bool
+	}
 }
 
 // Stats are the store's counters.
@@ -86,11 +92,25 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 }
 
 // Close closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil
+	}
+	s.mu.closed = true
+	return s.db.Close()
+}
 
-// Stats returns the store's counters.
+// Stats returns the store's counters (its size is 0 once it is closed).
 func (s *Store) Stats() Stats {
-	return Stats{Completed: s.completed.Load(), DiskBytes: s.db.Metrics().DiskSpaceUsage()}
+	st := Stats{Completed: s.completed.Load()}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if !s.mu.closed {
+		st.DiskBytes = s.db.Metrics().DiskSpaceUsage()
+	}
+	return st
 }
 
 // Sync makes every chunk applied so far durable.
