@@ -19,24 +19,14 @@ import (
 	"github.com/sluice-cdc/sluice/rowimage"
 )
 
-// imageEvents reads the row events a file sink wrote (format sluice or
-// debezium without schemas: both have before, after, op and source's db
-// and table at the top).
-func imageEvents(t *testing.T, path string) []workload.ImageEvent {
+// imageEvents reads the row events of the file sink of format f.
+func imageEvents(t *testing.T, dir string, f int) []workload.ImageEvent {
 	t.Helper()
-	var out []workload.ImageEvent
-	for _, l := range fileLines(t, path) {
-		var ev struct {
-			Before, After json.RawMessage
-			Op            string
-			Source        struct{ DB, Table string }
-		}
-		if json.Unmarshal(l, &ev) != nil || ev.Op == "" {
-			continue // not a row event
-		}
-		out = append(out, workload.ImageEvent{DB: ev.Source.DB, Table: ev.Source.Table, Op: ev.Op, Before: ev.Before, After: ev.After})
+	evs, err := workload.ReadImageEvents(filepath.Join(dir, strconv.Itoa(f), "out.*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return evs
 }
 
 // TestRowImageFill (issue 32): with row_image: fill, a random workload run
@@ -49,13 +39,7 @@ func TestRowImageFill(t *testing.T) {
 		ctx := context.Background()
 		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
 		w := workload.NewRowImages(uint64(len(flavor)))
-		if err := w.Setup(ctx, db); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Exec(ctx, "CREATE TABLE ri_full.done (id INT PRIMARY KEY)"); err != nil {
-			t.Fatal(err)
-		}
-		if err := workload.RunOn(ctx, db, w.Seed(30)); err != nil {
+		if err := w.Prepare(ctx, db, 30); err != nil {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
@@ -107,7 +91,7 @@ func TestRowImageFill(t *testing.T) {
 			t.Helper()
 			deadline := time.Now().Add(90 * time.Second)
 			for f := range formats {
-				for !ok(imageEvents(t, filepath.Join(dir, strconv.Itoa(f), "out.jsonl"))) {
+				for !ok(imageEvents(t, dir, f)) {
 					select {
 					case err := <-done:
 						t.Fatalf("the pipeline stopped waiting for %s: %v", what, err)
@@ -124,15 +108,7 @@ func TestRowImageFill(t *testing.T) {
 		// The snapshot first (a restart inside it would resume it while
 		// streaming, and rows changed before their chunk is read again
 		// would be rows the store has not seen).
-		wait("the snapshot", func(evs []workload.ImageEvent) bool {
-			n := 0
-			for _, e := range evs {
-				if e.Op == "r" {
-					n++
-				}
-			}
-			return n >= 3*45
-		})
+		wait("the snapshot", func(evs []workload.ImageEvent) bool { return workload.Snapshotted(evs, workload.SnapshotRows(30)) })
 		time.Sleep(200 * time.Millisecond) // its checkpoint
 		for i := range 120 {
 			if err := workload.RunOn(ctx, db, w.Txn()); err != nil {
@@ -143,16 +119,16 @@ func TestRowImageFill(t *testing.T) {
 				stop = start()
 			}
 		}
-		if err := db.Exec(ctx, "INSERT INTO ri_full.done VALUES (1)"); err != nil {
+		if err := workload.Finish(ctx, db); err != nil {
 			t.Fatal(err)
 		}
-		wait("the last row", func(evs []workload.ImageEvent) bool { return len(evs) > 0 && evs[len(evs)-1].Table == "done" })
+		wait("the last row", workload.Finished)
 		if st := cur.Status().Sources[0]; st.RowImagesCompleted == 0 || st.RowImageStoreBytes == 0 || st.RowImageStoreCleared != 0 {
 			t.Errorf("status: %d images completed, store %d bytes, cleared %d times; want some, some, none", st.RowImagesCompleted, st.RowImageStoreBytes, st.RowImageStoreCleared)
 		}
 		stop()
 		for f := range formats {
-			evs := imageEvents(t, filepath.Join(dir, strconv.Itoa(f), "out.jsonl"))
+			evs := imageEvents(t, dir, f)
 			if err := workload.CompareRowImages(evs); err != nil {
 				t.Errorf("format %s: %v", formats[f].Name, err)
 			}

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,13 +28,7 @@ func TestRowImageFillKill9(t *testing.T) {
 		ctx := context.Background()
 		db := testenv.StartT(t, testenv.Options{Flavor: flavor})
 		w := workload.NewRowImages(uint64(len(flavor)) + 100)
-		if err := w.Setup(ctx, db); err != nil {
-			t.Fatal(err)
-		}
-		if err := db.Exec(ctx, "CREATE TABLE ri_full.done (id INT PRIMARY KEY)"); err != nil {
-			t.Fatal(err)
-		}
-		if err := workload.RunOn(ctx, db, w.Seed(30)); err != nil {
+		if err := w.Prepare(ctx, db, 30); err != nil {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
@@ -60,25 +53,11 @@ buffer: {batch_bytes: 8KiB}
 		}
 		var log bytes.Buffer
 		events := func(f string) []workload.ImageEvent {
-			var out []workload.ImageEvent
-			segs, _ := filepath.Glob(filepath.Join(dir, f, "changes.*.jsonl"))
-			for _, seg := range segs {
-				b, err := os.ReadFile(seg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for l := range bytes.Lines(b) {
-					var ev struct {
-						Before, After json.RawMessage
-						Op            string
-						Source        struct{ DB, Table string }
-					}
-					if json.Unmarshal(l, &ev) == nil && ev.Op != "" {
-						out = append(out, workload.ImageEvent{DB: ev.Source.DB, Table: ev.Source.Table, Op: ev.Op, Before: ev.Before, After: ev.After})
-					}
-				}
+			evs, err := workload.ReadImageEvents(filepath.Join(dir, f, "changes.*.jsonl"))
+			if err != nil {
+				t.Fatal(err)
 			}
-			return out
+			return evs
 		}
 		wait := func(what string, ok func([]workload.ImageEvent) bool) {
 			t.Helper()
@@ -98,15 +77,7 @@ buffer: {batch_bytes: 8KiB}
 		// where a row changed before its chunk is read again is one the
 		// store has not seen (that stops with ErrMissing; see
 		// docs/ARCHITECTURE.md).
-		wait("the snapshot", func(evs []workload.ImageEvent) bool {
-			n := 0
-			for _, e := range evs {
-				if e.Op == "r" {
-					n++
-				}
-			}
-			return n >= 3*45
-		})
+		wait("the snapshot", func(evs []workload.ImageEvent) bool { return workload.Snapshotted(evs, workload.SnapshotRows(30)) })
 		time.Sleep(500 * time.Millisecond) // its checkpoint
 		done := make(chan error, 1)
 		txns := 0
@@ -125,10 +96,10 @@ buffer: {batch_bytes: 8KiB}
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Exec(ctx, "INSERT INTO ri_full.done VALUES (1)"); err != nil {
+		if err := workload.Finish(ctx, db); err != nil {
 			t.Fatal(err)
 		}
-		wait("the last row", func(evs []workload.ImageEvent) bool { return len(evs) > 0 && evs[len(evs)-1].Table == "done" })
+		wait("the last row", workload.Finished)
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 		for _, f := range []string{"sluice", "debezium"} {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -258,4 +260,72 @@ func jsonEqual(a, b json.RawMessage) bool {
 		return bytes.Equal(a, b)
 	}
 	return bytes.Equal(x.Bytes(), y.Bytes())
+}
+
+// DoneTable is a table of the FULL database only: a row inserted into it
+// after the workload marks the end of the output.
+const DoneTable = "done"
+
+// Prepare creates the workload's tables and DoneTable, and inserts seed
+// rows into t (and seed/2 into n) for a snapshot; the snapshot then holds
+// SnapshotRows(seed) rows.
+func (w *RowImages) Prepare(ctx context.Context, db *throwaway.Server, seed int) error {
+	if err := w.Setup(ctx, db); err != nil {
+		return err
+	}
+	if err := db.Exec(ctx, "CREATE TABLE "+RowImageDBs[0].DB+"."+DoneTable+" (id INT PRIMARY KEY)"); err != nil {
+		return err
+	}
+	return RunOn(ctx, db, w.Seed(seed))
+}
+
+// SnapshotRows is the number of rows a snapshot after Prepare(seed) reads.
+func SnapshotRows(seed int) int { return len(RowImageDBs) * (seed + seed/2) }
+
+// Finish inserts the row of DoneTable.
+func Finish(ctx context.Context, db *throwaway.Server) error {
+	return db.Exec(ctx, "INSERT INTO "+RowImageDBs[0].DB+"."+DoneTable+" VALUES (1)")
+}
+
+// Finished reports whether evs end with the row of DoneTable.
+func Finished(evs []ImageEvent) bool { return len(evs) > 0 && evs[len(evs)-1].Table == DoneTable }
+
+// Snapshotted reports whether evs hold n snapshot rows.
+func Snapshotted(evs []ImageEvent, n int) bool {
+	c := 0
+	for _, e := range evs {
+		if e.Op == "r" {
+			c++
+		}
+	}
+	return c >= n
+}
+
+// ReadImageEvents reads the row events of a file sink's segments (glob),
+// in format sluice or debezium without schemas: both have before, after,
+// op and source's db and table at the top; other lines are passed over.
+func ReadImageEvents(glob string) ([]ImageEvent, error) {
+	segs, err := filepath.Glob(glob)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(segs)
+	var out []ImageEvent
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			return nil, err
+		}
+		for l := range bytes.Lines(b) {
+			var ev struct {
+				Before, After json.RawMessage
+				Op            string
+				Source        struct{ DB, Table string }
+			}
+			if json.Unmarshal(l, &ev) == nil && ev.Op != "" {
+				out = append(out, ImageEvent{DB: ev.Source.DB, Table: ev.Source.Table, Op: ev.Op, Before: ev.Before, After: ev.After})
+			}
+		}
+	}
+	return out, nil
 }
