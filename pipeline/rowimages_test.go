@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,55 +156,72 @@ func containsPresent(l []byte) bool {
 }
 
 // TestRowImageFillMissing: a partial image of a row the store never saw
-// (no snapshot) stops the pipeline with an error naming the table, the
-// key, the position and the fix.
+// whole (no snapshot), and an insert that leaves a column to its default
+// (MINIMAL logs only the columns an INSERT names, on both servers), stop
+// the pipeline with an error naming the table, the key, the position and
+// the fix.
 func TestRowImageFillMissing(t *testing.T) {
 	testenv.ForEachFlavor(t, func(t *testing.T, flavor position.Flavor) {
 		ctx := context.Background()
 		db := testenv.StartT(t, testenv.Options{Flavor: flavor, RowImage: "MINIMAL"})
-		if err := db.Exec(ctx, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, a INT, b TEXT)", "INSERT INTO app.t VALUES (7, 1, 'x')"); err != nil {
+		if err := db.Exec(ctx, "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY, a INT DEFAULT 5, b TEXT)", "INSERT INTO app.t VALUES (7, 1, 'x')"); err != nil {
 			t.Fatal(err)
 		}
-		src, err := binlog.ParseSourceURL(db.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.ServerID = 782
-		if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		sinks := fileSinks(t, dir, []codec.Format{{Name: codec.FormatDebezium}})
-		p, err := pipeline.New(pipeline.Config{
-			Name: "missing",
-			Source: pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"},
-				RowImage: pipeline.RowImageConfig{Fill: true, Dir: filepath.Join(dir, "rowimages")}},
-			Sinks: sinks,
-			Store: &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- p.Run(ctx) }()
-		time.Sleep(500 * time.Millisecond) // streaming from "current"
-		if err := db.Exec(ctx, "UPDATE app.t SET a = 2 WHERE id = 7"); err != nil {
-			t.Fatal(err)
-		}
-		select {
-		case err = <-done:
-		case <-time.After(60 * time.Second):
-			t.Fatal("the pipeline did not stop in 60 s")
-		}
-		var me *rowimage.MissingError
-		if !errors.Is(err, rowimage.ErrMissing) || !errors.As(err, &me) {
-			t.Fatalf("got %v, want rowimage.ErrMissing", err)
-		}
-		if me.Table != "app.t" || me.Key != "(id=7)" || me.File == "" || me.Pos == 0 {
-			t.Fatalf("the error does not name the change: %+v", me)
-		}
-		for _, s := range sinks {
-			s.Close()
+		for _, tc := range []struct{ name, stmt, key, reason string }{
+			{"never seen", "UPDATE app.t SET a = 2 WHERE id = 7", "(id=7)", "never seen whole"},
+			{"insert with defaults", "INSERT INTO app.t (id, b) VALUES (8, 'y')", "(id=8)", "took their defaults"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				src, err := binlog.ParseSourceURL(db.URL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				src.ServerID = 782
+				if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
+					t.Fatal(err)
+				}
+				dir := t.TempDir()
+				sinks := fileSinks(t, dir, []codec.Format{{Name: codec.FormatDebezium}})
+				defer func() {
+					for _, s := range sinks {
+						s.Close()
+					}
+				}()
+				p, err := pipeline.New(pipeline.Config{
+					Name: "missing",
+					Source: pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"},
+						RowImage: pipeline.RowImageConfig{Fill: true, Dir: filepath.Join(dir, "rowimages")}},
+					Sinks: sinks,
+					Store: &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")},
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- p.Run(ctx) }()
+				// Streaming from "current": wait until the source streams.
+				for deadline := time.Now().Add(30 * time.Second); !p.Status().Sources[0].Streaming; {
+					if time.Now().After(deadline) {
+						t.Fatal("the source is not streaming after 30 s")
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				if err := db.Exec(ctx, tc.stmt); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case err = <-done:
+				case <-time.After(60 * time.Second):
+					t.Fatal("the pipeline did not stop in 60 s")
+				}
+				var me *rowimage.MissingError
+				if !errors.Is(err, rowimage.ErrMissing) || !errors.As(err, &me) {
+					t.Fatalf("got %v, want rowimage.ErrMissing", err)
+				}
+				if me.Table != "app.t" || me.Key != tc.key || me.File == "" || me.Pos == 0 || !strings.Contains(me.Reason, tc.reason) || !strings.Contains(me.Reason, "binlog_row_image=FULL") {
+					t.Fatalf("the error does not name the change and the fix: %v", err)
+				}
+			})
 		}
 	})
 }

@@ -384,7 +384,7 @@ func (s *Store) change(ch *binlog.Change) (did bool, err error) {
 				}
 				if !ok {
 					return false, &MissingError{Where: where(ch.Before), err: ErrMissing,
-						Reason: "the binlog carries a partial image (binlog_row_image MINIMAL or NOBLOB) of a row the row image store has never seen whole (its table was not snapshotted, or its columns changed since). Snapshot the table (POST /snapshot, or snapshot.mode: always once), set source.fill_missing: reselect, or run the server with binlog_row_image=FULL"}
+						Reason: "the binlog carries a partial image (binlog_row_image MINIMAL or NOBLOB) of a row the row image store has never seen whole (its table was not snapshotted, or its columns changed since). Snapshot the table again (snapshot.mode: always, once), or run the server with binlog_row_image=FULL"}
 				}
 				before := make(binlog.Row, n)
 				copy(before, ch.Before)
@@ -411,7 +411,7 @@ func (s *Store) change(ch *binlog.Change) (did bool, err error) {
 	}
 	if (ch.Op == binlog.OpInsert || ch.Op == binlog.OpRead) && partial(ch.After) {
 		return false, &MissingError{Where: where(ch.After), err: ErrMissing,
-			Reason: "an inserted row's image lacks columns (they took their defaults, which the binlog does not carry): run the server with binlog_row_image=FULL"}
+			Reason: "an inserted row's image lacks columns (with MINIMAL the binlog holds only the columns an INSERT names; the others took their defaults, which it does not carry): name every column in the INSERT, or run the server with binlog_row_image=FULL"}
 	}
 	if len(t.PrimaryKey) == 0 {
 		return did, nil
