@@ -17,7 +17,10 @@ type Event struct {
 	// maps to the JSON text null.
 	Before map[string]json.RawMessage `json:"before"`
 	After  map[string]json.RawMessage `json:"after"`
-	Source SourceInfo                 `json:"source"`
+	// Present lists the columns each image holds; nil when both hold
+	// every column (it is written only when an image lacks some).
+	Present *Present   `json:"present,omitempty"`
+	Source  SourceInfo `json:"source"`
 	// Op is "c", "u", "d" or "r" for a row change, "" for DDL.
 	Op string `json:"op"`
 	// TsMs is the time sluice wrote the event, in Unix milliseconds.
@@ -30,6 +33,13 @@ type Event struct {
 	// Sluice is the block `sluice run` adds to every message (nil in the
 	// output of `sluice tail`).
 	Sluice *Sluice `json:"sluice,omitempty"`
+}
+
+// Present is format sluice's "present": the names of the columns each
+// image holds, in table order (nil for a null image).
+type Present struct {
+	Before []string `json:"before"`
+	After  []string `json:"after"`
 }
 
 // Sluice is the "sluice" block of a pipeline message: its sequence number,

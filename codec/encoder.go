@@ -189,6 +189,13 @@ func (e *Encoder) appendSluice(dst []byte, txn *binlog.Txn, ch *binlog.Change, s
 	dst = appendRow(dst, ch.Table, before, names)
 	dst = append(dst, `,"after":`...)
 	dst = appendRow(dst, ch.Table, after, names)
+	if partialRow(before) || partialRow(after) {
+		dst = append(dst, `,"present":{"before":`...)
+		dst = appendPresent(dst, ch.Table, before)
+		dst = append(dst, `,"after":`...)
+		dst = appendPresent(dst, ch.Table, after)
+		dst = append(dst, '}')
+	}
 	dst = append(dst, ',')
 	dst = e.appendSource(dst, txn, ch, snap)
 	dst = append(dst, `,"op":`...)
@@ -357,6 +364,40 @@ func (e *Encoder) appendSourceHead(dst []byte, ch *binlog.Change, commitMs int64
 	dst = append(dst, `,"pos":`...)
 	dst = strconv.AppendUint(dst, uint64(ch.Pos), 10)
 	return append(dst, `,"row":`...)
+}
+
+// partialRow reports whether a row image lacks columns (binlog_row_image
+// MINIMAL or NOBLOB).
+func partialRow(row binlog.Row) bool {
+	for i := range row {
+		if row[i].Kind() == binlog.KindAbsent {
+			return true
+		}
+	}
+	return false
+}
+
+// appendPresent appends the names of the columns row holds as a JSON
+// array (null for a nil row): format sluice's "present", written when an
+// image lacks columns, so that a consumer tells absent from NULL without
+// knowing the table's columns.
+func appendPresent(dst []byte, t *binlog.Table, row binlog.Row) []byte {
+	if row == nil || t == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	sep := false
+	for i := range min(len(t.Columns), len(row)) {
+		if row[i].Kind() == binlog.KindAbsent {
+			continue
+		}
+		if sep {
+			dst = append(dst, ',')
+		}
+		sep = true
+		dst = jsonstr.Append(dst, t.Columns[i].Name)
+	}
+	return append(dst, ']')
 }
 
 // AppendRow appends one row image as a JSON object: the columns of t in

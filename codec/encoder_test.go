@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +93,7 @@ func TestAppendChange(t *testing.T) {
 			name: "update minimal image",
 			txn:  testTxn,
 			ch:   binlog.Change{Op: binlog.OpUpdate, Table: itemsTable, Before: binlog.Row{binlog.IntValue(1), {}, {}, {}}, After: absentName, File: "f.1", Pos: 4},
-			want: `{"before":{"id":1},"after":{"id":1,"price":"2.50"},` + srcHead +
+			want: `{"before":{"id":1},"after":{"id":1,"price":"2.50"},"present":{"before":["id"],"after":["id","price"]},` + srcHead +
 				`"ts_ms":1714979288999,"snapshot":"false","db":"shop","table":"items","server_id":1,` +
 				`"gtid":"3e11fa47-71ca-11e1-9e33-c80aa9429562:23","file":"f.1","pos":4,"row":0},"op":"u","ts_ms":1714979289123}`,
 		},
@@ -460,5 +461,38 @@ func TestAppendChangeNoAlloc(t *testing.T) {
 		if n != 0 {
 			t.Errorf("%s: %v allocs per change", b.name, n)
 		}
+	}
+}
+
+// TestPresentColumns: an image that lacks columns (MINIMAL) leaves them
+// out and lists the present ones; a full image writes no "present".
+func TestPresentColumns(t *testing.T) {
+	tbl := &binlog.Table{Schema: "db", Name: "items", PrimaryKey: []int{0}, Columns: []binlog.Column{
+		{Name: "id", Kind: binlog.KindInt}, {Name: "name", Kind: binlog.KindString, Charset: "utf8mb4", Nullable: true}, {Name: "price", Kind: binlog.KindDecimal, Nullable: true},
+	}}
+	enc := testEncoder()
+	partial := enc.AppendChange(nil, testTxn, &binlog.Change{Op: binlog.OpUpdate, Table: tbl,
+		Before: binlog.Row{binlog.IntValue(1), {}, {}},
+		After:  binlog.Row{binlog.IntValue(1), {}, binlog.BytesValue(binlog.KindDecimal, []byte("2.50"))}})
+	want := `{"before":{"id":1},"after":{"id":1,"price":"2.50"},"present":{"before":["id"],"after":["id","price"]},"source":`
+	if !strings.HasPrefix(string(partial), want) {
+		t.Fatalf("got %s\nwant it to start with %s", partial, want)
+	}
+	ev, err := DecodeLine(partial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Present == nil || !slices.Equal(ev.Present.Before, []string{"id"}) || !slices.Equal(ev.Present.After, []string{"id", "price"}) {
+		t.Fatalf("decoded present %+v", ev.Present)
+	}
+	del := enc.AppendChange(nil, testTxn, &binlog.Change{Op: binlog.OpDelete, Table: tbl, Before: binlog.Row{binlog.IntValue(1), {}, {}}})
+	if want := `"present":{"before":["id"],"after":null}`; !strings.Contains(string(del), want) {
+		t.Fatalf("delete: %s lacks %s", del, want)
+	}
+	full := enc.AppendChange(nil, testTxn, &binlog.Change{Op: binlog.OpUpdate, Table: tbl,
+		Before: binlog.Row{binlog.IntValue(1), binlog.NullValue(), binlog.NullValue()},
+		After:  binlog.Row{binlog.IntValue(1), binlog.NullValue(), binlog.BytesValue(binlog.KindDecimal, []byte("2.50"))}})
+	if strings.Contains(string(full), `"present"`) {
+		t.Fatalf("full images: %s has present", full)
 	}
 }

@@ -80,6 +80,15 @@ type Source struct {
 	// binlog_format STATEMENT or MIXED): stop (default) or skip (a warning
 	// and the sluice_statement_changes_skipped_total metric).
 	OnStatementChange string `yaml:"on_statement_change" default:"stop" enum:"stop,skip" want:"stop (the default: a change logged as a statement stops the source) or skip (warn and go on without it)"`
+	// RowImage is what becomes of row images that lack columns (a server
+	// or session with binlog_row_image MINIMAL or NOBLOB): full (the
+	// default: they are written as the binlog carries them; format
+	// debezium refuses them) or fill (completed from a local store of
+	// every row's last full image, so every format sees full images).
+	RowImage string `yaml:"row_image" default:"full" enum:"full,fill" want:"full (the default: row images as the binlog carries them) or fill (complete partial images from a local store)"`
+	// RowImageDir is the directory of the row image store (row_image:
+	// fill), one per source.
+	RowImageDir string `yaml:"row_image_dir" computed:"<checkpoint.path>.rowimages.<source name>"`
 }
 
 // SourceURL is a source's url: one URL, or a YAML list of URLs of the
@@ -738,6 +747,23 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 	if c.Checkpoint.Type == "file" && c.Checkpoint.Path == "" {
 		c.Checkpoint.Path = c.Pipeline + ".checkpoint.json"
 	}
+	for i := range c.Sources {
+		s := &c.Sources[i]
+		key := []string{"source", "row_image"}
+		if len(c.Sources) > 1 || child(doc, "sources") != nil {
+			key = []string{"sources", strconv.Itoa(i), "row_image"}
+		}
+		if s.RowImage != "fill" {
+			continue
+		}
+		if c.Coordinator.Type == "etcd" {
+			return bad("fill is not supported with coordinator: {type: etcd}: the row image store is local to one machine and does not move with the leadership, so another process taking over would complete images from stale rows. Use row_image: full with binlog_row_image=FULL on the server", key...)
+		}
+		if s.RowImageDir == "" {
+			s.RowImageDir = c.Checkpoint.Path + ".rowimages." + s.Name
+		}
+	}
+	c.Source = c.Sources[0]
 	if v := confdef.Check(&c.Checkpoint, "interval"); v != nil {
 		return bad(v.Msg, "checkpoint", v.Key)
 	}
@@ -830,7 +856,7 @@ func (src *Source) validate(bad func(string, ...string) error, path ...string) e
 			return bad(err.Error(), at("signal_table")...)
 		}
 	}
-	if v := confdef.Check(src, "heartbeat", "on_statement_change"); v != nil {
+	if v := confdef.Check(src, "heartbeat", "on_statement_change", "row_image"); v != nil {
 		return bad(v.Msg, at(v.Key)...)
 	}
 	return nil

@@ -89,6 +89,17 @@ align: {max_skew: 2s, max_wait: 10s, on_stall: fail}
 	}
 }
 
+// row_image: fill keeps its store beside the checkpoint, one per source.
+func TestRowImageDir(t *testing.T) {
+	c, err := Parse("x.yaml", []byte("pipeline: p\nsources:\n  - {name: eu, url: mysql://u:p@h:1, row_image: fill}\n  - {name: us, url: mysql://u:p@h:2, row_image: fill, row_image_dir: /var/lib/us}\n  - {name: as, url: mysql://u:p@h:3}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{c.Sources[0].RowImageDir, c.Sources[1].RowImageDir, c.Sources[2].RowImageDir}; got[0] != "p.checkpoint.json.rowimages.eu" || got[1] != "/var/lib/us" || got[2] != "" || c.Sources[2].RowImage != "full" {
+		t.Fatalf("row image dirs %q, row_image %q", got, c.Sources[2].RowImage)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	c, err := Parse("x.yaml", []byte("pipeline: p\nsource: {url: mysql://u:p@h:1}\n"), env(nil))
 	if err != nil {
@@ -125,6 +136,8 @@ func TestErrors(t *testing.T) {
 		{"join typo", "pipeline: p\nsource: {url: mysql://u:p@h:1}\njoins:\n  - name: j\n    lateness: 1s\n    latness: 2s\n", `x.yaml:6: joins[0].latness: unknown key "latness" (did you mean "lateness"?)`},
 		{"on_stall", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nalign:\n  max_skew: 2s\n  on_stall: wait\n", `x.yaml:5: align.on_stall: "wait": want proceed or fail`},
 		{"empty", "", "the file is empty"},
+		{"row_image", "pipeline: p\nsource:\n  url: mysql://u:p@h:1\n  row_image: minimal\n", `x.yaml:4: source.row_image: "minimal": want full (the default`},
+		{"row_image etcd", "pipeline: p\nsource: {url: mysql://u:p@h:1, row_image: fill}\ncoordinator: {type: etcd, etcd: {endpoints: [h:2379]}}\n", "source.row_image: fill is not supported with coordinator: {type: etcd}"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -188,7 +188,11 @@ func New(cfg Config) (*Pipeline, error) {
 		full = full || f.IsDebezium()
 	}
 	for _, sc := range cfg.Sources {
-		sc.Binlog.FullRowImages = sc.Binlog.FullRowImages || full
+		if sc.RowImage.Fill && sc.RowImage.Dir == "" {
+			return nil, fmt.Errorf("pipeline: source %s: row_image fill needs a directory for its store", sc.Name)
+		}
+		// With row_image: fill every image is full when it is encoded.
+		sc.Binlog.FullRowImages = sc.Binlog.FullRowImages || (full && !sc.RowImage.Fill)
 		log := cfg.Logger
 		if len(cfg.Sources) > 1 {
 			log = log.With("source", sc.Name)
@@ -276,6 +280,11 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	closeImages, err := p.openImages(pl, &cp)
+	if err != nil {
+		return err
+	}
+	defer closeImages()
 	// Claim the epoch in the checkpoint: a compare-and-set, so a second
 	// writer that loaded the same version fails here or at its next save.
 	cp.Pipeline, cp.Epoch = cfg.Name, epoch
@@ -287,6 +296,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	if cp.Version, err = store.Save(ctx, cp, cp.Version); err != nil {
 		return p.saveError(err)
+	}
+	if err := p.trimImages(&cp); err != nil {
+		return err
 	}
 	attrs := []any{"pipeline", cfg.Name, "epoch", epoch, "next_seq", pl.nextSeq, "checkpoint_version", cp.Version}
 	for i, s := range p.srcs {
@@ -486,6 +498,14 @@ type SourceStatus struct {
 	// SnapshotMethod is the method its last initial snapshot used
 	// (snapshot.Result.Method; empty before one ran).
 	SnapshotMethod string
+	// RowImagesCompleted counts the changes whose partial row images
+	// were completed from the row image store (row_image: fill),
+	// RowImageStoreBytes is the store's size on disk, and
+	// RowImageStoreCleared counts the starts that emptied the store
+	// (each a warning with the reason).
+	RowImagesCompleted   int64
+	RowImageStoreBytes   uint64
+	RowImageStoreCleared int64
 }
 
 // Counters are totals since the process started.
@@ -545,6 +565,11 @@ func (p *Pipeline) Status() Status {
 			ss.Failovers, ss.CatchUpWait = st.Failovers, st.CatchUpWait
 			ss.TxnEndsMissing = in.src.endsMissing.Load()
 			ss.InvalidText = in.src.text.Counts()
+			if st := in.src.images.Load(); st != nil {
+				is := st.Stats()
+				ss.RowImagesCompleted, ss.RowImageStoreBytes = is.Completed, is.DiskBytes
+			}
+			ss.RowImageStoreCleared = in.src.imagesCleared.Load()
 		}
 	}
 	return s
@@ -842,6 +867,11 @@ func (b *builder) snapMark(bt *batch, si int, t *binlog.Txn, i int, seq uint64) 
 // corrected event time (Unix ns, 0 when none) and size its memory as the
 // merger measured it when it was queued.
 func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size int) error {
+	if st := b.p.srcs[si].images.Load(); st != nil {
+		if err := st.Fill(t, b.nextSeq); err != nil {
+			return fmt.Errorf("source %s: %w", b.srcs[si].name, err)
+		}
+	}
 	if b.plain != nil {
 		return b.plainTxn(ctx, si, t, et, size)
 	}
@@ -1287,6 +1317,11 @@ func (w *writer) write(ctx context.Context, bt *batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// What a sink holds is durable in the row image stores first: a
+	// restart resumes after it and completes the next images from them.
+	if err := w.p.syncImages(); err != nil {
+		return err
+	}
 	for _, o := range bt.opened {
 		if w.pending != nil && w.pending[o.sink] != nil {
 			h := &w.pending[o.sink][o.src]
@@ -1505,6 +1540,9 @@ func (w *writer) save(ctx context.Context, force bool) error {
 		return w.p.saveError(fmt.Errorf("saving checkpoint: %w", err))
 	}
 	w.cp.Version = v
+	if err := w.p.trimImages(w.cp); err != nil {
+		return err
+	}
 	w.sched.saved(now)
 	w.p.stats.checkpoints.Add(1)
 	w.p.setStatus(func(s *Status) { s.CheckpointVersion, s.CheckpointAt = v, now })

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/sqlstmt"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/rowimage"
 	"github.com/sluice-cdc/sluice/snapshot"
 )
 
@@ -65,6 +66,19 @@ type SourceConfig struct {
 	// host, so no takeover of an earlier process and no fence on MySQL),
 	// and the source's clock is not sampled on a second connection.
 	Standalone bool
+	// RowImage completes partial row images (binlog_row_image MINIMAL or
+	// NOBLOB) from a local store of every row's last full image.
+	RowImage RowImageConfig
+}
+
+// RowImageConfig is source.row_image: fill (see package rowimage).
+type RowImageConfig struct {
+	// Fill keeps the last full image of every row of the captured tables
+	// in a Pebble store in Dir and completes partial images from it
+	// before they are encoded, so every format sees full images.
+	Fill bool
+	// Dir is the store's directory (required with Fill).
+	Dir string
 }
 
 // source drives one server: the snapshot when the mode asks for one, then
@@ -91,6 +105,11 @@ type source struct {
 	endsMissing atomic.Int64
 	// text counts the source's text that does not convert exactly.
 	text *binlog.TextCheck
+	// images is the row image store of a run (row_image: fill), nil
+	// otherwise or between runs.
+	images atomic.Pointer[rowimage.Store]
+	// imagesCleared counts the starts that emptied the store.
+	imagesCleared atomic.Int64
 }
 
 // textChecked is an emitter that runs the source's TextCheck on every

@@ -1,0 +1,81 @@
+package pipeline
+
+import (
+	"fmt"
+
+	"github.com/sluice-cdc/sluice/checkpoint"
+	"github.com/sluice-cdc/sluice/rowimage"
+)
+
+// The row image stores (source.row_image: fill) are part of the
+// checkpointed state. The builder applies every chunk to its source's
+// store before encoding it (completing its partial images); the writer
+// syncs the stores before a batch goes to any sink, so that whatever a
+// sink holds is in the stores, and trims their undo records after each
+// checkpoint. At start each store is rewound to where its source resumes:
+// the chunks that will be read again are undone, newest first, and are
+// applied again on exactly the rows they were first applied on. See
+// docs/ARCHITECTURE.md (Row images).
+
+// openImages opens and rewinds the stores of the sources that fill row
+// images; close closes them.
+func (p *Pipeline) openImages(pl plan, cp *checkpoint.Checkpoint) (close func(), err error) {
+	close = func() {
+		for _, s := range p.srcs {
+			if st := s.images.Swap(nil); st != nil {
+				if err := st.Close(); err != nil {
+					s.log.Warn("closing the row image store", "dir", s.cfg.RowImage.Dir, "err", err.Error())
+				}
+			}
+		}
+	}
+	for i, s := range p.srcs {
+		if !s.cfg.RowImage.Fill {
+			continue
+		}
+		st, err := rowimage.Open(s.cfg.RowImage.Dir, s.log)
+		if err != nil {
+			close()
+			return nil, err
+		}
+		s.images.Store(st)
+		res, err := st.Rewind(rowimage.Resume{Pos: pl.srcs[i].pos, LastSeq: cp.LastSeq, Version: cp.Version})
+		if err != nil {
+			close()
+			return nil, fmt.Errorf("source %s: %w", s.cfg.Name, err)
+		}
+		switch {
+		case res.Cleared:
+			s.imagesCleared.Add(1)
+			s.log.Warn("the row image store was emptied: rows are completed again once a snapshot reads them; counted in sluice_row_image_store_cleared_total", "dir", s.cfg.RowImage.Dir, "reason", res.Reason)
+		default:
+			s.log.Info("row image store ready", "dir", s.cfg.RowImage.Dir, "chunks_undone", res.Undone, "resume", pl.srcs[i].pos.String())
+		}
+	}
+	return close, nil
+}
+
+// syncImages makes every chunk applied to the stores durable.
+func (p *Pipeline) syncImages() error {
+	for _, s := range p.srcs {
+		if st := s.images.Load(); st != nil {
+			if err := st.Sync(); err != nil {
+				return fmt.Errorf("source %s: %w", s.cfg.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// trimImages drops the undo records no restart after cp can need, and
+// records cp's version in the stores.
+func (p *Pipeline) trimImages(cp *checkpoint.Checkpoint) error {
+	for _, s := range p.srcs {
+		if st := s.images.Load(); st != nil {
+			if err := st.Trim(cp.Sources[s.cfg.Name], cp.LastSeq, cp.Version); err != nil {
+				return fmt.Errorf("source %s: trimming the row image store: %w", s.cfg.Name, err)
+			}
+		}
+	}
+	return nil
+}
