@@ -163,9 +163,9 @@ type dbzState struct {
 func (e *Encoder) initDebezium(version string) {
 	d := &dbzState{opts: e.format.dbzOpts(), tables: map[*binlog.Table]*dbzTable{}}
 	p := append([]byte(nil), `,"source":{"version":`...)
-	p = jsonstr.Append(p, "sluice-"+version)
+	p = jsonstr.AppendJava(p, "sluice-"+version)
 	p = append(p, `,"connector":"mysql","name":`...)
-	p = jsonstr.Append(p, e.src.Name)
+	p = jsonstr.AppendJava(p, e.src.Name)
 	p = append(p, `,"ts_ms":`...)
 	d.prefix = p
 	e.dbz = d
@@ -266,7 +266,7 @@ func (e *Encoder) appendDbzEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 		return d.appendClose(dst, now, op, false)
 	}
 	dst = append(dst, `,"transaction":{"id":`...)
-	dst = jsonstr.Append(dst, tx.ID)
+	dst = jsonstr.AppendJava(dst, tx.ID)
 	dst = append(dst, `,"total_order":`...)
 	dst = strconv.AppendInt(dst, tx.TotalOrder, 10)
 	dst = append(dst, `,"data_collection_order":`...)
@@ -490,13 +490,13 @@ func (d *dbzState) buildSource(key sourceKey, ch *binlog.Change) {
 		b = append(b, `"false"`...)
 	}
 	b = append(b, `,"db":`...)
-	b = jsonstr.Append(b, changeDB(ch))
+	b = jsonstr.AppendJava(b, changeDB(ch))
 	b = append(b, `,"sequence":null`...)
 	d.cache.bytes = b
 	t := d.src.tail[:0]
 	t = append(t, `,"table":`...)
 	if ch.Table != nil {
-		t = jsonstr.Append(t, ch.Table.Name)
+		t = jsonstr.AppendJava(t, ch.Table.Name)
 	} else {
 		t = append(t, "null"...)
 	}
@@ -504,12 +504,12 @@ func (d *dbzState) buildSource(key sourceKey, ch *binlog.Change) {
 	t = strconv.AppendUint(t, uint64(key.serverID), 10)
 	t = append(t, `,"gtid":`...)
 	if key.gtid != "" {
-		t = jsonstr.Append(t, key.gtid)
+		t = jsonstr.AppendJava(t, key.gtid)
 	} else {
 		t = append(t, "null"...)
 	}
 	t = append(t, `,"file":`...)
-	t = jsonstr.Append(t, ch.File)
+	t = jsonstr.AppendJava(t, ch.File)
 	t = append(t, `,"pos":`...)
 	t = strconv.AppendUint(t, uint64(ch.Pos), 10)
 	d.src.tail = append(t, `,"row":`...)
@@ -698,7 +698,7 @@ func (d *dbzState) table(e *Encoder, t *binlog.Table) *dbzTable {
 				if i > 0 {
 					q = append(q, ',')
 				}
-				q = jsonstr.Append(q, t.Columns[i].Name)
+				q = jsonstr.AppendJava(q, t.Columns[i].Name)
 				x.names = append(x.names, append(q, ':'))
 				def := d.defaultValue(&t.Columns[i])
 				x.defs = append(x.defs, def)

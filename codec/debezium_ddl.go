@@ -80,7 +80,7 @@ func (e *Encoder) appendDbzSchemaChangeKey(dst []byte, ch *binlog.Change) []byte
 		dst = append(dst, `,"payload":`...)
 	}
 	dst = append(dst, `{"databaseName":`...)
-	dst = jsonstr.Append(dst, schemaChangeDB(ch))
+	dst = jsonstr.AppendJava(dst, schemaChangeDB(ch))
 	dst = append(dst, '}')
 	if e.dbz.opts.schemas {
 		dst = append(dst, '}')
@@ -129,9 +129,9 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 	dst = append(dst, `,"ts_ms":`...)
 	dst = strconv.AppendInt(dst, floorDiv(now, 1e6), 10)
 	dst = append(dst, `,"databaseName":`...)
-	dst = jsonstr.Append(dst, db)
+	dst = jsonstr.AppendJava(dst, db)
 	dst = append(dst, `,"schemaName":null,"ddl":`...)
-	dst = jsonstr.Append(dst, ch.Query)
+	dst = jsonstr.AppendJava(dst, ch.Query)
 	dst = append(dst, `,"tableChanges":[`...)
 	for i := range ch.TableChanges {
 		tc := &ch.TableChanges[i]
@@ -139,9 +139,9 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"type":`...)
-		dst = jsonstr.Append(dst, tc.Kind)
+		dst = jsonstr.AppendJava(dst, tc.Kind)
 		dst = append(dst, `,"id":`...)
-		dst = jsonstr.Append(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
+		dst = jsonstr.AppendJava(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
 		dst = append(dst, `,"table":`...)
 		if tc.Kind == "DROP" || tc.After == nil {
 			dst = append(dst, "null"...)
@@ -161,7 +161,7 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte {
 	dst = append(dst, `{"defaultCharsetName":`...)
 	if def != nil && def.Charset != "" {
-		dst = jsonstr.Append(dst, def.Charset)
+		dst = jsonstr.AppendJava(dst, def.Charset)
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -201,16 +201,16 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 			length = max(0, 2*len(c.Set)-1) // the members and their commas
 		}
 		dst = append(dst, `{"name":`...)
-		dst = jsonstr.Append(dst, c.Name)
+		dst = jsonstr.AppendJava(dst, c.Name)
 		dst = append(dst, `,"jdbcType":`...)
 		dst = strconv.AppendInt(dst, int64(dbzJdbcType(base)), 10)
 		dst = append(dst, `,"nativeType":null,"typeName":`...)
-		dst = jsonstr.Append(dst, name)
+		dst = jsonstr.AppendJava(dst, name)
 		dst = append(dst, `,"typeExpression":`...)
-		dst = jsonstr.Append(dst, name)
+		dst = jsonstr.AppendJava(dst, name)
 		dst = append(dst, `,"charsetName":`...)
 		if c.Charset != "" && c.Charset != "binary" {
-			dst = jsonstr.Append(dst, c.Charset)
+			dst = jsonstr.AppendJava(dst, c.Charset)
 		} else {
 			dst = append(dst, "null"...)
 		}
@@ -228,13 +228,13 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 		dst = strconv.AppendBool(dst, cd != nil && cd.Generated)
 		dst = append(dst, `,"comment":`...)
 		if cd != nil && cd.Comment != nil {
-			dst = jsonstr.Append(dst, *cd.Comment)
+			dst = jsonstr.AppendJava(dst, *cd.Comment)
 		} else {
 			dst = append(dst, "null"...)
 		}
 		dst = append(dst, `,"defaultValueExpression":`...)
 		if cd != nil && cd.Default != nil {
-			dst = jsonstr.Append(dst, *cd.Default)
+			dst = jsonstr.AppendJava(dst, *cd.Default)
 		} else {
 			dst = append(dst, "null"...)
 		}
@@ -252,7 +252,7 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 	}
 	dst = append(dst, `],"comment":`...)
 	if def != nil && def.Comment != nil {
-		dst = jsonstr.Append(dst, *def.Comment)
+		dst = jsonstr.AppendJava(dst, *def.Comment)
 	} else {
 		dst = append(dst, "null"...)
 	}

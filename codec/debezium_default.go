@@ -28,9 +28,9 @@ func (d *dbzState) defaultValue(col *binlog.Column) []byte {
 		// MySQL's SHOW CREATE TABLE writes a default with a 4-byte
 		// UTF-8 character as a hex literal (0xF09F9880).
 		if hb, ok := hexLiteral(s); ok && col.Kind != binlog.KindString {
-			return jsonstr.Append(nil, hb)
+			return jsonstr.AppendJava(nil, hb)
 		}
-		return jsonstr.Append(nil, s)
+		return jsonstr.AppendJava(nil, s)
 	case binlog.KindBytes:
 		b := []byte(s)
 		if hb, ok := hexLiteral(s); ok {

@@ -73,7 +73,7 @@ func (d *dbzState) appendEnvelopeSchema(dst []byte, name string, t *binlog.Table
 		dst = append(dst, `"},`...)
 	}
 	dst = append(dst, dbzEnvelopeTail...)
-	dst = jsonstr.Append(dst, p+".Envelope")
+	dst = jsonstr.AppendJava(dst, p+".Envelope")
 	return append(dst, `,"version":2}`...)
 }
 
@@ -112,7 +112,7 @@ func (d *dbzState) appendStructSchema(dst []byte, t *binlog.Table, cols []int, o
 	dst = append(dst, `],"optional":`...)
 	dst = strconv.AppendBool(dst, optional)
 	dst = append(dst, `,"name":`...)
-	dst = jsonstr.Append(dst, name)
+	dst = jsonstr.AppendJava(dst, name)
 	return append(dst, '}')
 }
 
@@ -157,9 +157,9 @@ func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column, def []byte)
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = jsonstr.Append(dst, params[i])
+			dst = jsonstr.AppendJava(dst, params[i])
 			dst = append(dst, ':')
-			dst = jsonstr.Append(dst, params[i+1])
+			dst = jsonstr.AppendJava(dst, params[i+1])
 		}
 		dst = append(dst, '}')
 	}
@@ -168,7 +168,7 @@ func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column, def []byte)
 		dst = append(dst, def...)
 	}
 	dst = append(dst, `,"field":`...)
-	dst = jsonstr.Append(dst, col.Name)
+	dst = jsonstr.AppendJava(dst, col.Name)
 	return append(dst, '}')
 }
 

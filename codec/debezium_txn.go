@@ -93,7 +93,7 @@ func AppendTxnKey(dst []byte, id string, schemas bool) []byte {
 		dst = append(dst, `,"payload":`...)
 	}
 	dst = append(dst, `{"id":`...)
-	dst = jsonstr.Append(dst, id)
+	dst = jsonstr.AppendJava(dst, id)
 	dst = append(dst, '}')
 	if schemas {
 		dst = append(dst, '}')
@@ -125,7 +125,7 @@ func appendTxnValue(dst []byte, status, id string, tsMs, events int64, tables []
 	dst = append(dst, `{"status":"`...)
 	dst = append(dst, status...)
 	dst = append(dst, `","id":`...)
-	dst = jsonstr.Append(dst, id)
+	dst = jsonstr.AppendJava(dst, id)
 	if events < 0 {
 		dst = append(dst, `,"event_count":null,"data_collections":null`...)
 	} else {
@@ -137,7 +137,7 @@ func appendTxnValue(dst []byte, status, id string, tsMs, events int64, tables []
 				dst = append(dst, ',')
 			}
 			dst = append(dst, `{"data_collection":`...)
-			dst = jsonstr.Append(dst, t.Table)
+			dst = jsonstr.AppendJava(dst, t.Table)
 			dst = append(dst, `,"event_count":`...)
 			dst = strconv.AppendInt(dst, t.Count, 10)
 			dst = append(dst, '}')

@@ -117,7 +117,7 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		}
 		return strconv.AppendInt(dst, v.Duration(), 10)
 	case binlog.KindString:
-		return appendText(dst, v.Bytes(), col.Charset)
+		return appendJavaText(dst, v.Bytes(), col.Charset)
 	case binlog.KindBytes:
 		b := v.Bytes()
 		if n := fixedBinaryLen(col); len(b) < n {
@@ -145,7 +145,7 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 				// TestDebeziumOracle.
 				name = strings.ReplaceAll(name, ",", `\,`)
 			}
-			return jsonstr.Append(dst, name)
+			return jsonstr.AppendJava(dst, name)
 		}
 		return append(dst, `""`...) // 0: MySQL's '' error value
 	case binlog.KindSet:
@@ -159,7 +159,7 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 			return append(dst, `"{}"`...)
 		}
 		d.scratch = appendJSONValue(d.scratch[:0], doc)
-		return jsonstr.Append(dst, d.scratch)
+		return jsonstr.AppendJava(dst, d.scratch)
 	case binlog.KindVector:
 		b := v.Bytes()
 		dst = append(dst, '[')
@@ -354,7 +354,7 @@ func appendDbzSet(dst []byte, mask uint64, names []string) []byte {
 // appendEscapedBody appends s as the inside of a JSON string.
 func appendEscapedBody(dst []byte, s string) []byte {
 	n := len(dst)
-	dst = jsonstr.Append(dst, s)
+	dst = jsonstr.AppendJava(dst, s)
 	// drop the quotes appendQuoted put around it
 	copy(dst[n:], dst[n+1:len(dst)-1])
 	return dst[:len(dst)-2]
@@ -366,7 +366,7 @@ func appendEscapedBody(dst []byte, s string) []byte {
 func (d *dbzState) appendDecimal(dst []byte, col *binlog.Column, text []byte) []byte {
 	switch d.opts.decimal {
 	case 's':
-		return jsonstr.Append(dst, text)
+		return jsonstr.AppendJava(dst, text)
 	case 'd':
 		f, err := strconv.ParseFloat(string(text), 64)
 		if err != nil || math.IsInf(f, 0) {

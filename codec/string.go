@@ -14,17 +14,23 @@ import (
 // appendRune appends the JSON form of code point r: escaped if it is an
 // ASCII special, U+FFFD's escape if it is not a valid scalar value, else
 // its UTF-8 encoding.
-func appendRune(dst []byte, r rune) []byte {
+func appendRune(dst []byte, r rune, java bool) []byte {
 	switch {
-	case r < 0:
+	case r < 0, r > utf8.MaxRune, 0xD800 <= r && r <= 0xDFFF:
+		if java {
+			return utf8.AppendRune(dst, utf8.RuneError)
+		}
 		return append(dst, jsonstr.Replacement...)
 	case r < utf8.RuneSelf:
 		if jsonstr.Special(byte(r)) {
+			if java {
+				return jsonstr.AppendEscapedASCIIJava(dst, byte(r))
+			}
 			return jsonstr.AppendEscapedASCII(dst, byte(r))
 		}
 		return append(dst, byte(r))
-	case r > utf8.MaxRune, 0xD800 <= r && r <= 0xDFFF:
-		return append(dst, jsonstr.Replacement...)
+	case r > 0xFFFF && java:
+		return jsonstr.AppendSurrogates(dst, r)
 	}
 	return utf8.AppendRune(dst, r)
 }
@@ -43,14 +49,28 @@ func AppendString(dst []byte, s string) []byte { return jsonstr.Append(dst, s) }
 // escaped (an invalid byte becomes \ufffd); text of a set neither server
 // has is taken as UTF-8.
 func appendText(dst, s []byte, charsetName string) []byte {
+	return appendTextAs(dst, s, charsetName, false)
+}
+
+// appendJavaText is appendText as Jackson writes the string
+// (jsonstr.AppendJava): format debezium's.
+func appendJavaText(dst, s []byte, charsetName string) []byte {
+	return appendTextAs(dst, s, charsetName, true)
+}
+
+func appendTextAs(dst, s []byte, charsetName string, java bool) []byte {
 	dst = append(dst, '"')
 	cs := lookupCharset(charsetName)
 	if cs == nil || cs.IsUTF8() {
-		dst = jsonstr.AppendEscaped(dst, s)
+		if java {
+			dst = jsonstr.AppendEscapedJava(dst, s)
+		} else {
+			dst = jsonstr.AppendEscaped(dst, s)
+		}
 		return append(dst, '"')
 	}
 	if t := cs.Single(); t != nil {
-		return append(appendSingle(dst, s, t), '"')
+		return append(appendSingle(dst, s, t, java), '"')
 	}
 	ascii := cs.ASCIICompatible()
 	start := 0
@@ -62,11 +82,11 @@ func appendText(dst, s []byte, charsetName string) []byte {
 		}
 		dst = append(dst, s[start:i]...)
 		if ascii && c < utf8.RuneSelf {
-			dst = jsonstr.AppendEscapedASCII(dst, c)
+			dst = appendRune(dst, rune(c), java)
 			i++
 		} else {
 			r, n, _ := cs.Next(s[i:])
-			dst = appendRune(dst, r)
+			dst = appendRune(dst, r, java)
 			i += n
 		}
 		start = i
@@ -78,7 +98,7 @@ func appendText(dst, s []byte, charsetName string) []byte {
 // appendSingle appends text of a one-byte set by its table t: ASCII bytes
 // the set keeps as they are copied in runs, the others converted (a
 // negative entry is '?').
-func appendSingle(dst, s []byte, t *[256]rune) []byte {
+func appendSingle(dst, s []byte, t *[256]rune, java bool) []byte {
 	start := 0
 	for i, c := range s {
 		if c < utf8.RuneSelf && t[c] == rune(c) && !jsonstr.Special(c) {
@@ -90,7 +110,7 @@ func appendSingle(dst, s []byte, t *[256]rune) []byte {
 		if r < 0 {
 			r = charset.Replacement
 		}
-		dst = appendRune(dst, r)
+		dst = appendRune(dst, r, java)
 	}
 	return append(dst, s[start:]...)
 }

@@ -12,7 +12,10 @@ package jsonstr
 
 import "unicode/utf8"
 
-const hexDigits = "0123456789abcdef"
+const (
+	hexDigits      = "0123456789abcdef"
+	upperHexDigits = "0123456789ABCDEF"
+)
 
 // Replacement is what an undecodable byte or code unit becomes: the JSON
 // escape of U+FFFD REPLACEMENT CHARACTER (as encoding/json writes it).
@@ -135,7 +138,47 @@ func load8[S ~string | ~[]byte](s S, i int) uint64 {
 
 // AppendEscaped is Append without the quotes.
 func AppendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
-	dst, _ = appendEscaped(dst, s, false)
+	dst, _ = appendEscaped(dst, s, false, false)
+	return dst
+}
+
+// AppendJava appends s as Jackson (the JSON writer of Kafka Connect's
+// JsonConverter, so of Debezium's records) writes the Java string that
+// holds it: as Append, except that a control character's escape has
+// upper-case hex (\u001A), a character outside the Basic Multilingual
+// Plane is its UTF-16 surrogate pair, escaped (\uD83D\uDE00), and a byte
+// that is not part of a valid UTF-8 sequence is U+FFFD written as itself
+// (the Java string holds the replacement character, which Jackson does
+// not escape). The two are equal as JSON; format debezium writes this one
+// so that its bytes are Debezium's.
+func AppendJava[S ~string | ~[]byte](dst []byte, s S) []byte {
+	dst = append(dst, '"')
+	dst = AppendEscapedJava(dst, s)
+	return append(dst, '"')
+}
+
+// AppendEscapedJava is AppendJava without the quotes.
+func AppendEscapedJava[S ~string | ~[]byte](dst []byte, s S) []byte {
+	dst, _ = appendEscaped(dst, s, false, true)
+	return dst
+}
+
+// AppendEscapedASCIIJava is AppendEscapedASCII with Jackson's upper-case
+// hex: \u001A.
+func AppendEscapedASCIIJava(dst []byte, c byte) []byte {
+	if c >= 0x20 || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f' {
+		return AppendEscapedASCII(dst, c)
+	}
+	return append(dst, '\\', 'u', '0', '0', upperHexDigits[c>>4], upperHexDigits[c&0xF])
+}
+
+// AppendSurrogates appends the escaped UTF-16 surrogate pair of r, a
+// character above U+FFFF, in upper-case hex as Jackson writes it.
+func AppendSurrogates(dst []byte, r rune) []byte {
+	r -= 0x10000
+	for _, u := range [2]rune{0xD800 + r>>10, 0xDC00 + r&0x3FF} {
+		dst = append(dst, '\\', 'u', upperHexDigits[u>>12&0xF], upperHexDigits[u>>8&0xF], upperHexDigits[u>>4&0xF], upperHexDigits[u&0xF])
+	}
 	return dst
 }
 
@@ -145,13 +188,13 @@ func AppendEscaped[S ~string | ~[]byte](dst []byte, s S) []byte {
 // and escapes in one pass.
 func AppendValid[S ~string | ~[]byte](dst []byte, s S) ([]byte, bool) {
 	dst = append(dst, '"')
-	dst, ok := appendEscaped(dst, s, true)
+	dst, ok := appendEscaped(dst, s, true, false)
 	return append(dst, '"'), ok
 }
 
 // appendEscaped escapes s into dst; an invalid byte becomes \ufffd, or,
-// with strict, ends it with false.
-func appendEscaped[S ~string | ~[]byte](dst []byte, s S, strict bool) ([]byte, bool) {
+// with strict, ends it with false. java escapes as AppendJava.
+func appendEscaped[S ~string | ~[]byte](dst []byte, s S, strict, java bool) ([]byte, bool) {
 	start := 0
 	for i := 0; i < len(s); {
 		if i+8 <= len(s) && plain8(load8(s, i)) {
@@ -165,12 +208,22 @@ func appendEscaped[S ~string | ~[]byte](dst []byte, s S, strict bool) ([]byte, b
 		}
 		if c < utf8.RuneSelf {
 			dst = append(dst, s[start:i]...)
-			dst = AppendEscapedASCII(dst, c)
+			if java {
+				dst = AppendEscapedASCIIJava(dst, c)
+			} else {
+				dst = AppendEscapedASCII(dst, c)
+			}
 			i++
 			start = i
 			continue
 		}
 		if n := ValidLen(s, i); n > 0 {
+			if java && n == 4 {
+				dst = append(dst, s[start:i]...)
+				r := rune(s[i]&0x07)<<18 | rune(s[i+1]&0x3F)<<12 | rune(s[i+2]&0x3F)<<6 | rune(s[i+3]&0x3F)
+				dst = AppendSurrogates(dst, r)
+				start = i + n
+			}
 			i += n
 			continue
 		}
@@ -178,7 +231,11 @@ func appendEscaped[S ~string | ~[]byte](dst []byte, s S, strict bool) ([]byte, b
 		if strict {
 			return dst, false
 		}
-		dst = append(dst, Replacement...)
+		if java {
+			dst = append(dst, "\uFFFD"...)
+		} else {
+			dst = append(dst, Replacement...)
+		}
 		i++
 		start = i
 	}

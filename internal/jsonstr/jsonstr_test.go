@@ -31,7 +31,7 @@ func TestAgainstEncodingJSON(t *testing.T) {
 }
 
 func FuzzAppend(f *testing.F) {
-	for _, s := range []string{"", "a\"b\\c\n", "<&>\u2028", "\xff\xe4\xb8", "0123456789abcdef\x7f\x80"} {
+	for _, s := range []string{"", "a\"b\\c\n", "<&>\u2028", "\xff\xe4\xb8", "0123456789abcdef\x7f\x80", "\x1a😀\U0010FFFF"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -46,6 +46,13 @@ func FuzzAppend(f *testing.F) {
 		if ours != theirs {
 			t.Fatalf("Append(%q) decodes to %q, encoding/json's quoting to %q", s, ours, theirs)
 		}
+		var java string
+		if err := json.Unmarshal(AppendJava(nil, s), &java); err != nil {
+			t.Fatalf("AppendJava(%q) = %s is not JSON: %v", s, AppendJava(nil, s), err)
+		}
+		if java != theirs {
+			t.Fatalf("AppendJava(%q) decodes to %q, encoding/json's quoting to %q", s, java, theirs)
+		}
 	})
 }
 
@@ -59,6 +66,33 @@ func TestAppendValid(t *testing.T) {
 		}
 		if want := Append([]byte("x"), s); ok && !bytes.Equal(got, want) {
 			t.Errorf("%q: %s, want %s", s, got, want)
+		}
+	}
+}
+
+// AppendJava writes what Jackson writes for the same Java string: upper-case
+// hex in control escapes, surrogate pairs for characters beyond the BMP, a
+// raw U+FFFD for a broken byte; it is the same JSON string as Append's.
+func TestAppendJava(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"plain", `"plain"`},
+		{"a\x1ab\x00\x7f", `"a\u001Ab\u0000` + "\x7f" + `"`},
+		{"q\"\\\n\r\t\b\f", `"q\"\\\n\r\t\b\f"`},
+		{"é€😀", `"é€\uD83D\uDE00"`},
+		{"\U0010FFFF", `"\uDBFF\uDFFF"`},
+		{"x\xffy", "\"x\uFFFDy\""},
+	} {
+		got := string(AppendJava(nil, c.in))
+		if got != c.want {
+			t.Errorf("AppendJava(%q) = %s, want %s", c.in, got, c.want)
+		}
+		var a, b string
+		if err := json.Unmarshal([]byte(got), &a); err != nil {
+			t.Fatalf("%s: %v", got, err)
+		}
+		json.Unmarshal(Append(nil, c.in), &b)
+		if a != b {
+			t.Errorf("AppendJava(%q) reads as %q, Append's as %q", c.in, a, b)
 		}
 	}
 }
