@@ -818,29 +818,11 @@ func (k *Kafka) stopNodeLocked(n *kafkaNode, grace time.Duration) error {
 		return nil
 	}
 	n.proc = nil
-	if p.exited() {
-		return nil
-	}
-	if grace > 0 {
+	// A paused node (Pause) must run again to shut down.
+	return p.stop(fmt.Sprintf("Kafka node %d (pid %d)", n.id, p.pid), grace, func() error {
 		_ = p.signal(syscall.SIGCONT)
-		if err := p.signal(syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("testenv: SIGTERM Kafka node %d (pid %d): %w", n.id, p.pid, err)
-		}
-		select {
-		case <-p.done:
-			return nil
-		case <-time.After(grace):
-		}
-	}
-	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("testenv: SIGKILL Kafka node %d (pid %d): %w", n.id, p.pid, err)
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(stopTimeout):
-		return fmt.Errorf("testenv: Kafka node %d (pid %d) did not exit after SIGKILL", n.id, p.pid)
-	}
+		return p.signal(syscall.SIGTERM)
+	})
 }
 
 // Close kills every node and removes the cluster's directory. It is

@@ -397,29 +397,9 @@ func (p *Postgres) stopLocked(grace time.Duration) error {
 		return nil
 	}
 	p.proc = nil
-	if proc.exited() {
-		return nil
-	}
-	if grace > 0 {
-		// The postmaster alone: it stops its children itself.
-		if err := syscall.Kill(proc.pid, syscall.SIGINT); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("testenv: SIGINT PostgreSQL %d: %w", proc.pid, err)
-		}
-		select {
-		case <-proc.done:
-			return nil
-		case <-time.After(grace):
-		}
-	}
-	if err := proc.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("testenv: SIGKILL PostgreSQL %d: %w", proc.pid, err)
-	}
-	select {
-	case <-proc.done:
-		return nil
-	case <-time.After(stopTimeout):
-		return fmt.Errorf("testenv: PostgreSQL %d did not exit after SIGKILL", proc.pid)
-	}
+	// A fast shutdown: SIGINT to the postmaster alone, which stops its
+	// children itself.
+	return proc.stop(fmt.Sprintf("PostgreSQL %d", proc.pid), grace, func() error { return syscall.Kill(proc.pid, syscall.SIGINT) })
 }
 
 // Close stops the server (a fast shutdown, bounded by 10 s) and removes

@@ -388,38 +388,30 @@ func (r *Redis) stopLocked(grace time.Duration) error {
 		return nil
 	}
 	r.proc = nil
-	if p.exited() {
-		return nil
-	}
-	if grace > 0 {
-		// Redis refuses a shutdown while it writes its first AOF (say,
-		// right after a replica's initial sync); ask again until it goes.
-		deadline := time.After(grace)
-		tick := time.NewTicker(500 * time.Millisecond)
-		defer tick.Stop()
-	wait:
-		for {
-			if err := p.signal(syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-				return fmt.Errorf("testenv: SIGTERM redis-server %d: %w", p.pid, err)
-			}
-			select {
-			case <-p.done:
-				return nil
-			case <-deadline:
-				break wait
-			case <-tick.C:
-			}
+	// Redis refuses a shutdown while it writes its first AOF (say, right
+	// after a replica's initial sync): SIGTERM again every 500 ms until it
+	// goes or the grace is over.
+	return p.stop(fmt.Sprintf("redis-server %d", p.pid), grace, func() error {
+		if err := p.signal(syscall.SIGTERM); err != nil {
+			return err
 		}
-	}
-	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("testenv: SIGKILL redis-server %d: %w", p.pid, err)
-	}
-	select {
-	case <-p.done:
+		go func() {
+			deadline := time.After(grace)
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-p.done:
+					return
+				case <-deadline:
+					return
+				case <-tick.C:
+					_ = p.signal(syscall.SIGTERM)
+				}
+			}
+		}()
 		return nil
-	case <-time.After(stopTimeout):
-		return fmt.Errorf("testenv: redis-server %d did not exit after SIGKILL", p.pid)
-	}
+	})
 }
 
 // Close kills the server and, when StartRedisServer made the directory,

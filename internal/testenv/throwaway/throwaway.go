@@ -679,28 +679,7 @@ func (m *Server) stopLocked(grace time.Duration) error {
 		return nil
 	}
 	m.proc = nil
-	if p.exited() {
-		return nil
-	}
-	if grace > 0 {
-		if err := p.signal(syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return fmt.Errorf("testenv: SIGTERM %s %d: %w", m.daemonName(), p.pid, err)
-		}
-		select {
-		case <-p.done:
-			return nil
-		case <-time.After(grace):
-		}
-	}
-	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("testenv: SIGKILL %s %d: %w", m.daemonName(), p.pid, err)
-	}
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(stopTimeout):
-		return fmt.Errorf("testenv: %s %d did not exit after SIGKILL", m.daemonName(), p.pid)
-	}
+	return p.stop(fmt.Sprintf("%s %d", m.daemonName(), p.pid), grace, nil)
 }
 
 // Restart stops the server gracefully (if running) and starts it again with
@@ -771,6 +750,38 @@ func (p *process) exited() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// stop ends p, the one stop of the servers: unless grace is 0, term asks
+// it to shut down (nil: SIGTERM to its group) and stop waits up to grace
+// for it to exit; then it SIGKILLs the group and waits up to stopTimeout.
+// name names the process in errors ("Kafka node 2 (pid 123)").
+func (p *process) stop(name string, grace time.Duration, term func() error) error {
+	if p.exited() {
+		return nil
+	}
+	if grace > 0 {
+		if term == nil {
+			term = func() error { return p.signal(syscall.SIGTERM) }
+		}
+		if err := term(); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("testenv: asking %s to shut down: %w", name, err)
+		}
+		select {
+		case <-p.done:
+			return nil
+		case <-time.After(grace):
+		}
+	}
+	if err := p.signal(syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("testenv: SIGKILL %s: %w", name, err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(stopTimeout):
+		return fmt.Errorf("testenv: %s did not exit after SIGKILL", name)
 	}
 }
 
