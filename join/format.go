@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/sluice-cdc/sluice/internal/keyenc"
 )
 
 // ErrCorrupt marks state that cannot be decoded: bytes changed on disk, a
@@ -71,7 +73,7 @@ func splitIndexKey(k []byte) (t int64, key []byte, err error) {
 		return 0, nil, corrupt("time index key %x is malformed", k)
 	}
 	key = k[10:]
-	if !validKey(key) {
+	if !keyenc.Valid(key) {
 		return 0, nil, corrupt("time index key %x holds a malformed join key", k)
 	}
 	return readTime(k[2:10]), key, nil
@@ -83,7 +85,7 @@ func splitEntriesKey(k []byte) (key []byte, t int64, err error) {
 		return nil, 0, corrupt("entries key %x is malformed", k)
 	}
 	key = k[2 : len(k)-8]
-	if !validKey(key) {
+	if !keyenc.Valid(key) {
 		return nil, 0, corrupt("entries key %x holds a malformed join key", k)
 	}
 	return key, readTime(k[len(k)-8:]), nil

@@ -14,7 +14,7 @@
 //	'm' 'v'                      the version of the last checkpoint saved
 //
 // The primary key is encoded as the interval join encodes its keys
-// (join.AppendKeyValue): one order-preserving, self-delimiting element per
+// (internal/keyenc, as the join's state keys): one order-preserving, self-delimiting element per
 // key column.
 //
 // A walkthrough. The pipeline's builder calls Fill on every chunk, in the

@@ -14,7 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/bloom"
 
 	"github.com/sluice-cdc/sluice/binlog"
-	"github.com/sluice-cdc/sluice/join"
+	"github.com/sluice-cdc/sluice/internal/keyenc"
 	"github.com/sluice-cdc/sluice/position"
 )
 
@@ -164,7 +164,7 @@ func rowKey(dst []byte, t *binlog.Table, row binlog.Row) ([]byte, bool) {
 			return dst, false
 		}
 		var ok bool
-		if dst, ok = join.AppendKeyValue(dst, &t.Columns[c], row[c]); !ok {
+		if dst, ok = keyenc.AppendValue(dst, &t.Columns[c], row[c]); !ok {
 			return dst, false
 		}
 	}

@@ -1,4 +1,4 @@
-package join
+package keyenc
 
 import (
 	"bytes"
@@ -13,11 +13,11 @@ import (
 
 func enc(t *testing.T, col *binlog.Column, v binlog.Value) []byte {
 	t.Helper()
-	b, ok := AppendKeyValue(nil, col, v)
+	b, ok := AppendValue(nil, col, v)
 	if !ok {
 		t.Fatalf("%v: no key", v)
 	}
-	if !validKey(b) {
+	if !Valid(b) {
 		t.Fatalf("%v: encoding %x is not a valid key", v, b)
 	}
 	return b
@@ -57,7 +57,7 @@ func TestKeyEqualAcrossTypes(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := AppendKeyValue(nil, nil, binlog.NullValue()); ok {
+	if _, ok := AppendValue(nil, nil, binlog.NullValue()); ok {
 		t.Error("NULL made a key")
 	}
 }
@@ -119,9 +119,9 @@ func TestKeyOrder(t *testing.T) {
 		}
 	}
 	// Two-column keys stay prefix-free: ("a", 1) and ("a\x00", ...) differ.
-	k1, _ := AppendKeyValue(nil, nil, binlog.BytesValue(binlog.KindBytes, []byte("a")))
-	k1, _ = AppendKeyValue(k1, nil, binlog.IntValue(1))
-	k2, _ := AppendKeyValue(nil, nil, binlog.BytesValue(binlog.KindBytes, []byte("a\x00")))
+	k1, _ := AppendValue(nil, nil, binlog.BytesValue(binlog.KindBytes, []byte("a")))
+	k1, _ = AppendValue(k1, nil, binlog.IntValue(1))
+	k2, _ := AppendValue(nil, nil, binlog.BytesValue(binlog.KindBytes, []byte("a\x00")))
 	if bytes.HasPrefix(k1, k2) || bytes.HasPrefix(k2, k1) {
 		t.Errorf("%x and %x: prefix", k1, k2)
 	}
