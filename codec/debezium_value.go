@@ -159,6 +159,20 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 			return append(dst, `"{}"`...)
 		}
 		d.scratch = appendJSONValue(d.scratch[:0], doc)
+		if d.snap && col.Type == mysql.MYSQL_TYPE_JSON {
+			// A snapshot row's JSON is the server's text, as Debezium
+			// reads it through JDBC: MySQL writes ", " and ": " between
+			// tokens (the snapshot took them out, so that its text is the
+			// stream's; Debezium 3.6.1, TestDebeziumOracle).
+			d.scratch2 = appendMySQLJSONSpacing(d.scratch2[:0], d.scratch)
+			return jsonstr.AppendJava(dst, d.scratch2)
+		}
+		if col.Type == mysql.MYSQL_TYPE_JSON {
+			// A streamed binary document as Debezium's binlog library
+			// formats it (appendDbzJSONText).
+			d.scratch2 = appendDbzJSONText(d.scratch2[:0], d.scratch)
+			return jsonstr.AppendJava(dst, d.scratch2)
+		}
 		return jsonstr.AppendJava(dst, d.scratch)
 	case binlog.KindVector:
 		b := v.Bytes()

@@ -1,6 +1,12 @@
 package codec
 
-import "github.com/sluice-cdc/sluice/internal/jsonstr"
+import (
+	"bytes"
+	"math/big"
+	"strconv"
+
+	"github.com/sluice-cdc/sluice/internal/jsonstr"
+)
 
 // This file embeds JSON column values. The decoder hands over JSON text;
 // it is copied into the output compacted (insignificant whitespace
@@ -220,4 +226,118 @@ func (p *jsonScanner) str(dst []byte) ([]byte, bool) {
 		}
 	}
 	return dst, false
+}
+
+// appendMySQLJSONSpacing appends compact JSON text doc with a space after
+// each ',' and ':' between tokens, as MySQL writes a JSON value as text
+// (`{"a": [1, 2.5]}`): what a snapshot's SELECT returned before the
+// snapshot compacted it (snapshot.compactJSON).
+func appendMySQLJSONSpacing(dst, doc []byte) []byte {
+	inString, escaped := false, false
+	for _, c := range doc {
+		dst = append(dst, c)
+		switch {
+		case inString && escaped:
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case c == '"':
+			inString = !inString
+		case !inString && (c == ',' || c == ':'):
+			dst = append(dst, ' ')
+		}
+	}
+	return dst
+}
+
+// appendDbzJSONText appends doc, the compact text the binlog reader makes
+// of a MySQL binary JSON document, as Debezium's binlog library
+// (mysql-binlog-connector-java's JsonStringFormatter) formats the same
+// document in a streamed row: a double as Java's Double.toString writes
+// it, or, where that has an exponent, as the exact decimal value of the
+// double in plain notation (BigDecimal(double).toPlainString: 1e300 is its
+// 301 digits, 1700000000.0 is 1700000000), and a control character's
+// escape in upper-case hex (\u001B). A number with a fraction that ends
+// in a zero (19.90) or more than 17 significant digits is a DECIMAL, not
+// a double (MySQL writes a double with its shortest digits), and is kept.
+func appendDbzJSONText(dst, doc []byte) []byte {
+	inString, escaped := false, false
+	for i := 0; i < len(doc); i++ {
+		c := doc[i]
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+				if c == 'u' && i+4 < len(doc) {
+					dst = append(dst, 'u')
+					for _, h := range doc[i+1 : i+5] {
+						if 'a' <= h && h <= 'f' {
+							h -= 'a' - 'A'
+						}
+						dst = append(dst, h)
+					}
+					i += 4
+					continue
+				}
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			dst = append(dst, c)
+			continue
+		}
+		if c == '"' {
+			inString = true
+		}
+		if c != '-' && (c < '0' || c > '9') {
+			dst = append(dst, c)
+			continue
+		}
+		j := i
+		for j < len(doc) && bytes.IndexByte([]byte("0123456789+-.eE"), doc[j]) >= 0 {
+			j++
+		}
+		dst = appendDbzJSONNumber(dst, doc[i:j])
+		i = j - 1
+	}
+	return dst
+}
+
+// appendDbzJSONNumber appends a number of a JSON document's text as
+// appendDbzJSONText does.
+func appendDbzJSONNumber(dst, tok []byte) []byte {
+	if bytes.IndexAny(tok, ".eE") < 0 {
+		return append(dst, tok...) // an integer
+	}
+	if e := bytes.IndexAny(tok, "eE"); e < 0 {
+		if frac := tok[bytes.IndexByte(tok, '.')+1:]; len(frac) > 1 && frac[len(frac)-1] == '0' {
+			return append(dst, tok...) // a DECIMAL: 19.90
+		}
+	}
+	digits := 0
+	for _, c := range tok {
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if c >= '0' && c <= '9' && (digits > 0 || c != '0') {
+			digits++
+		}
+	}
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if digits > 17 || err != nil {
+		return append(dst, tok...)
+	}
+	n := len(dst)
+	dst = appendJavaFloat(dst, f, 64)
+	if bytes.IndexByte(dst[n:], 'E') < 0 {
+		return dst
+	}
+	// BigDecimal(f).toPlainString(): the double's exact decimal value.
+	exact := new(big.Float).SetFloat64(f).Text('f', 1074)
+	if k := bytes.IndexByte([]byte(exact), '.'); k >= 0 {
+		b := bytes.TrimRight([]byte(exact), "0")
+		exact = string(bytes.TrimSuffix(b, []byte(".")))
+	}
+	return append(dst[:n], exact...)
 }
