@@ -148,9 +148,9 @@ type dbzState struct {
 		text   []byte
 		us, ns int
 	}
-	tables  map[*binlog.Table]*dbzTable
-	last    *dbzTable
-	scratch []byte
+	tables   map[*binlog.Table]*dbzTable
+	last     *dbzTable
+	scratch  []byte
 	scratch2 []byte // a second scratch: a snapshot's JSON spaced as MySQL writes it
 	// def is the encoded default of the column appendField is writing.
 	def []byte
