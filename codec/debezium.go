@@ -151,7 +151,7 @@ type dbzState struct {
 	tables   map[*binlog.Table]*dbzTable
 	last     *dbzTable
 	scratch  []byte
-	scratch2 []byte // a second scratch: a snapshot's JSON spaced as MySQL writes it
+	scratch2 []byte // a second scratch: a JSON document as Debezium writes it
 	// def is the encoded default of the column appendField is writing.
 	def []byte
 	// snap: the rows being written are snapshot rows (op "r"), which

@@ -307,6 +307,13 @@ var debeziumGaps = map[string]string{
 	"temporal.y":   "Debezium reads the zero YEAR as 2000 in the snapshot (JDBC) and as 1900 in the stream",
 }
 
+// debeziumMySQLGaps are debeziumGaps of MySQL alone: its JSON is a binary
+// document in the binlog (MariaDB's is the text as stored).
+var debeziumMySQLGaps = map[string]string{
+	"json.j":       "Debezium writes a snapshot's MySQL JSON as the server's text (\", \" and \": \"), the stream's as its binlog library formats the document (compact, doubles as Java writes them)",
+	"mysqlonly.jo": "as json.j",
+}
+
 // A format the rows are compared in: a name and the encoder's options.
 type format struct {
 	name string
@@ -563,6 +570,9 @@ func TestSnapshotStreamConformance(t *testing.T) {
 					if fm.name != "sluice" {
 						gaps = maps.Clone(knownGaps)
 						maps.Copy(gaps, debeziumGaps)
+						if flavor == position.MySQL {
+							maps.Copy(gaps, debeziumMySQLGaps)
+						}
 					}
 					report := func(column, format string, args ...any) {
 						t.Helper()
