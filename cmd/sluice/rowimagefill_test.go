@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -80,19 +81,19 @@ buffer: {batch_bytes: 8KiB}
 		wait("the snapshot", func(evs []workload.ImageEvent) bool { return workload.Snapshotted(evs, workload.SnapshotRows(30)) })
 		time.Sleep(500 * time.Millisecond) // its checkpoint
 		done := make(chan error, 1)
-		txns := 0
+		var txns atomic.Int64
 		go func() {
 			for range 150 {
 				if err := workload.RunOn(ctx, db, w.Txn()); err != nil {
 					done <- err
 					return
 				}
-				txns++
+				txns.Add(1)
 				time.Sleep(10 * time.Millisecond)
 			}
 			done <- nil
 		}()
-		cmd = e.killRestart(t, cmd, &log, func() string { return fmt.Sprintf("%d transactions", txns) })
+		cmd = e.killRestart(t, cmd, &log, func() string { return fmt.Sprintf("%d transactions", txns.Load()) })
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
