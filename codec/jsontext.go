@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
@@ -295,7 +296,7 @@ func appendDbzJSONText(dst, doc []byte) []byte {
 			continue
 		}
 		j := i
-		for j < len(doc) && bytes.IndexByte([]byte("0123456789+-.eE"), doc[j]) >= 0 {
+		for j < len(doc) && strings.IndexByte("0123456789+-.eE", doc[j]) >= 0 {
 			j++
 		}
 		dst = appendDbzJSONNumber(dst, doc[i:j])
@@ -335,9 +336,8 @@ func appendDbzJSONNumber(dst, tok []byte) []byte {
 	}
 	// BigDecimal(f).toPlainString(): the double's exact decimal value.
 	exact := new(big.Float).SetFloat64(f).Text('f', 1074)
-	if k := bytes.IndexByte([]byte(exact), '.'); k >= 0 {
-		b := bytes.TrimRight([]byte(exact), "0")
-		exact = string(bytes.TrimSuffix(b, []byte(".")))
+	if strings.IndexByte(exact, '.') >= 0 {
+		exact = strings.TrimSuffix(strings.TrimRight(exact, "0"), ".")
 	}
 	return append(dst[:n], exact...)
 }

@@ -409,15 +409,8 @@ func (c *Connect) Close() error {
 	}
 	c.closed = true
 	var err error
-	if p := c.proc; p != nil && !p.exited() {
-		if e := p.signal(syscall.SIGKILL); e != nil && !errors.Is(e, syscall.ESRCH) {
-			err = fmt.Errorf("testenv: SIGKILL Kafka Connect (pid %d): %w", p.pid, e)
-		}
-		select {
-		case <-p.done:
-		case <-time.After(stopTimeout):
-			err = fmt.Errorf("testenv: Kafka Connect (pid %d) did not exit after SIGKILL", p.pid)
-		}
+	if p := c.proc; p != nil {
+		err = p.stop(fmt.Sprintf("Kafka Connect (pid %d)", p.pid), 0, nil)
 	}
 	if rerr := os.RemoveAll(c.Dir); rerr != nil && err == nil {
 		err = fmt.Errorf("testenv: removing %s: %w", c.Dir, rerr)
