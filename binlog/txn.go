@@ -68,6 +68,12 @@ type Change struct {
 	// (Config.History), the captured tables it created, altered or
 	// dropped, each with its columns before and after the statement.
 	TableChanges []TableChange
+	// Reselected lists, in increasing order, the columns (indexes into
+	// Table.Columns) whose values in a completed partial image were read
+	// from the source's current row rather than carried by the binlog or
+	// the row image store (source.fill_missing: reselect): the row's value
+	// when it was read, which may be later than the change.
+	Reselected []int
 }
 
 // Txn is one committed source transaction, or one chunk of a large one.

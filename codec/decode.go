@@ -19,8 +19,12 @@ type Event struct {
 	After  map[string]json.RawMessage `json:"after"`
 	// Present lists the columns each image holds; nil when both hold
 	// every column (it is written only when an image lacks some).
-	Present *Present   `json:"present,omitempty"`
-	Source  SourceInfo `json:"source"`
+	Present *Present `json:"present,omitempty"`
+	// Reselected lists the columns whose values were read from the
+	// source's current row (source.fill_missing: reselect), later than
+	// the change; nil for none.
+	Reselected []string   `json:"reselected,omitempty"`
+	Source     SourceInfo `json:"source"`
 	// Op is "c", "u", "d" or "r" for a row change, "" for DDL.
 	Op string `json:"op"`
 	// TsMs is the time sluice wrote the event, in Unix milliseconds.

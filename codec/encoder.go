@@ -196,6 +196,10 @@ func (e *Encoder) appendSluice(dst []byte, txn *binlog.Txn, ch *binlog.Change, s
 		dst = appendPresent(dst, ch.Table, after)
 		dst = append(dst, '}')
 	}
+	if len(ch.Reselected) > 0 {
+		dst = append(dst, `,"reselected":`...)
+		dst = AppendReselected(dst, ch)
+	}
 	dst = append(dst, ',')
 	dst = e.appendSource(dst, txn, ch, snap)
 	dst = append(dst, `,"op":`...)
@@ -375,6 +379,24 @@ func partialRow(row binlog.Row) bool {
 		}
 	}
 	return false
+}
+
+// AppendReselected appends the names of ch's Reselected columns as a
+// JSON array: format sluice's "reselected" and the Kafka sink's
+// sluice-reselected header (source.fill_missing: reselect).
+func AppendReselected(dst []byte, ch *binlog.Change) []byte {
+	dst = append(dst, '[')
+	for i, c := range ch.Reselected {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if ch.Table != nil && c < len(ch.Table.Columns) {
+			dst = jsonstr.Append(dst, ch.Table.Columns[c].Name)
+		} else {
+			dst = append(dst, "null"...)
+		}
+	}
+	return append(dst, ']')
 }
 
 // appendPresent appends the names of the columns row holds as a JSON

@@ -89,6 +89,13 @@ type Source struct {
 	// RowImageDir is the directory of the row image store (row_image:
 	// fill), one per source.
 	RowImageDir string `yaml:"row_image_dir" computed:"<checkpoint.path>.rowimages.<source name>"`
+	// FillMissing is what becomes, with row_image: fill, of a partial
+	// image of a row the store has never seen whole: stop (the default:
+	// the source stops with an error naming the table, the key and the
+	// fixes) or reselect (the row is read from the source by primary key
+	// and its current values complete the image; the message lists those
+	// columns).
+	FillMissing string `yaml:"fill_missing" default:"stop" enum:"stop,reselect" want:"stop (the default: a row the store never saw whole stops the source) or reselect (read it from the source by primary key; the message lists the columns so read)"`
 }
 
 // SourceURL is a source's url: one URL, or a YAML list of URLs of the
@@ -754,6 +761,10 @@ func (c *Config) validate(file string, doc *yaml.Node) error {
 			key = []string{"sources", strconv.Itoa(i), "row_image"}
 		}
 		if s.RowImage != "fill" {
+			if s.FillMissing == "reselect" {
+				key[len(key)-1] = "fill_missing"
+				return bad("reselect needs row_image: fill: it completes the partial images the row image store cannot", key...)
+			}
 			continue
 		}
 		if c.Coordinator.Type == "etcd" {
@@ -856,7 +867,7 @@ func (src *Source) validate(bad func(string, ...string) error, path ...string) e
 			return bad(err.Error(), at("signal_table")...)
 		}
 	}
-	if v := confdef.Check(src, "heartbeat", "on_statement_change", "row_image"); v != nil {
+	if v := confdef.Check(src, "heartbeat", "on_statement_change", "row_image", "fill_missing"); v != nil {
 		return bad(v.Msg, at(v.Key)...)
 	}
 	return nil

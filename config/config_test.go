@@ -137,6 +137,8 @@ func TestErrors(t *testing.T) {
 		{"on_stall", "pipeline: p\nsource: {url: mysql://u:p@h:1}\nalign:\n  max_skew: 2s\n  on_stall: wait\n", `x.yaml:5: align.on_stall: "wait": want proceed or fail`},
 		{"empty", "", "the file is empty"},
 		{"row_image", "pipeline: p\nsource:\n  url: mysql://u:p@h:1\n  row_image: minimal\n", `x.yaml:4: source.row_image: "minimal": want full (the default`},
+		{"fill_missing", "pipeline: p\nsource: {url: mysql://u:p@h:1, row_image: fill, fill_missing: select}\n", `source.fill_missing: "select": want stop (the default`},
+		{"fill_missing without fill", "pipeline: p\nsource: {url: mysql://u:p@h:1, fill_missing: reselect}\n", "source.fill_missing: reselect needs row_image: fill"},
 		{"row_image etcd", "pipeline: p\nsource: {url: mysql://u:p@h:1, row_image: fill}\ncoordinator: {type: etcd, etcd: {endpoints: [h:2379]}}\n", "source.row_image: fill is not supported with coordinator: {type: etcd}"},
 	}
 	for _, c := range cases {

@@ -280,7 +280,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	closeImages, err := p.openImages(pl, &cp)
+	closeImages, err := p.openImages(ctx, pl, &cp)
 	if err != nil {
 		return err
 	}
@@ -506,6 +506,9 @@ type SourceStatus struct {
 	RowImagesCompleted   int64
 	RowImageStoreBytes   uint64
 	RowImageStoreCleared int64
+	// RowImagesReselected counts the changes completed from the source's
+	// current row (fill_missing: reselect).
+	RowImagesReselected int64
 }
 
 // Counters are totals since the process started.
@@ -567,7 +570,7 @@ func (p *Pipeline) Status() Status {
 			ss.InvalidText = in.src.text.Counts()
 			if st := in.src.images.Load(); st != nil {
 				is := st.Stats()
-				ss.RowImagesCompleted, ss.RowImageStoreBytes = is.Completed, is.DiskBytes
+				ss.RowImagesCompleted, ss.RowImageStoreBytes, ss.RowImagesReselected = is.Completed, is.DiskBytes, is.Reselected
 			}
 			ss.RowImageStoreCleared = in.src.imagesCleared.Load()
 		}

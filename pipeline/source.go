@@ -79,6 +79,12 @@ type RowImageConfig struct {
 	Fill bool
 	// Dir is the store's directory (required with Fill).
 	Dir string
+	// Reselect completes a partial image of a row the store has never
+	// seen whole from the source's current row, read by primary key
+	// (fill_missing: reselect), instead of stopping the source with
+	// rowimage.ErrMissing; such changes list the columns so read in
+	// binlog.Change.Reselected.
+	Reselect bool
 }
 
 // source drives one server: the snapshot when the mode asks for one, then

@@ -44,7 +44,12 @@ type Store struct {
 	lastSeq, lastSub uint64
 	haveLast         bool
 
-	completed atomic.Int64
+	// reselect, when set (fill_missing: reselect), reads a row the store
+	// does not hold from the source.
+	reselect Reselect
+
+	completed  atomic.Int64
+	reselected atomic.Int64
 	// mu guards closed: Stats may run while the store closes.
 	mu struct {
 		sync.RWMutex
@@ -57,6 +62,9 @@ type Stats struct {
 	// Completed counts the changes with a partial image that were
 	// completed from the store.
 	Completed int64
+	// Reselected counts the changes completed from the source's current
+	// row (fill_missing: reselect), each marked (binlog.Change.Reselected).
+	Reselected int64
 	// DiskBytes is the store's size on disk.
 	DiskBytes uint64
 }
@@ -104,7 +112,7 @@ func (s *Store) Close() error {
 
 // Stats returns the store's counters (its size is 0 once it is closed).
 func (s *Store) Stats() Stats {
-	st := Stats{Completed: s.completed.Load()}
+	st := Stats{Completed: s.completed.Load(), Reselected: s.reselected.Load()}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if !s.mu.closed {
@@ -112,6 +120,20 @@ func (s *Store) Stats() Stats {
 	}
 	return st
 }
+
+// Reselect reads the current row of t whose primary key is key's (a row
+// aligned with t.Columns holding at least the primary key's columns) from
+// the source; found is false when the source has no such row. The row
+// returned is the caller's to keep.
+type Reselect func(t *binlog.Table, key binlog.Row) (row binlog.Row, found bool, err error)
+
+// SetReselect makes Fill complete a partial image of a row the store has
+// never seen whole from the source's current row, read by r, instead of
+// failing with ErrMissing (source.fill_missing: reselect). The columns so
+// completed are listed in the change's Reselected: their values are the
+// row's at the time of the read, not at the time of the change. Call it
+// before the first Fill.
+func (s *Store) SetReselect(r Reselect) { s.reselect = r }
 
 // Sync makes every chunk applied so far durable.
 func (s *Store) Sync() error {
@@ -330,7 +352,7 @@ func (s *Store) Fill(t *binlog.Txn, seq uint64) error {
 	}
 	s.undo = binary.AppendUvarint(s.undo[:0], uint64(len(hdr)))
 	s.undo = append(s.undo, hdr...)
-	completed := int64(0)
+	completed, reselected := int64(0), int64(0)
 	for i := range t.Changes {
 		ch := &t.Changes[i]
 		did, err := s.change(ch)
@@ -340,6 +362,9 @@ func (s *Store) Fill(t *binlog.Txn, seq uint64) error {
 		if did {
 			completed++
 		}
+		if len(ch.Reselected) > 0 {
+			reselected++
+		}
 	}
 	if err := s.b.Set(s.nextUndoKey(seq), s.undo, nil); err != nil {
 		return err
@@ -348,6 +373,7 @@ func (s *Store) Fill(t *binlog.Txn, seq uint64) error {
 		return fmt.Errorf("rowimage: writing the row image store: %w", err)
 	}
 	s.completed.Add(completed)
+	s.reselected.Add(reselected)
 	return nil
 }
 
@@ -382,15 +408,37 @@ func (s *Store) change(ch *binlog.Change) (did bool, err error) {
 				if err != nil {
 					return false, err
 				}
+				reselected := false
 				if !ok {
-					return false, &MissingError{Where: where(ch.Before), err: ErrMissing,
-						Reason: "the binlog carries a partial image (binlog_row_image MINIMAL or NOBLOB) of a row the row image store has never seen whole (its table was not snapshotted, or its columns changed since). Snapshot the table again (snapshot.mode: always, once), or run the server with binlog_row_image=FULL"}
+					if s.reselect == nil {
+						return false, &MissingError{Where: where(ch.Before), err: ErrMissing,
+							Reason: "the binlog carries a partial image (binlog_row_image MINIMAL or NOBLOB) of a row the row image store has never seen whole (its table was not snapshotted, or its columns changed since). Snapshot the table again (snapshot.mode: always, once), set source.fill_missing: reselect to complete such rows from the source's current row, or run the server with binlog_row_image=FULL"}
+					}
+					// The row as it is now: under its new key, for an
+					// update that changed it.
+					key := ch.Before
+					if ch.Op == binlog.OpUpdate {
+						key = make(binlog.Row, n)
+						copy(key, ch.Before)
+						for _, c := range t.PrimaryKey {
+							if c < len(ch.After) && !ch.After[c].IsAbsent() {
+								key[c] = ch.After[c]
+							}
+						}
+					}
+					if stored, err = s.reselectRow(t, key, where(key)); err != nil {
+						return false, err
+					}
+					reselected = true
 				}
 				before := make(binlog.Row, n)
 				copy(before, ch.Before)
 				for i, v := range before {
 					if v.IsAbsent() {
 						before[i] = fillValue(&t.Columns[i], stored[i])
+						if reselected {
+							ch.Reselected = append(ch.Reselected, i)
+						}
 					}
 				}
 				ch.Before = before
@@ -410,8 +458,27 @@ func (s *Store) change(ch *binlog.Change) (did bool, err error) {
 		did = true
 	}
 	if (ch.Op == binlog.OpInsert || ch.Op == binlog.OpRead) && partial(ch.After) {
-		return false, &MissingError{Where: where(ch.After), err: ErrMissing,
-			Reason: "an inserted row's image lacks columns (with MINIMAL the binlog holds only the columns an INSERT names; the others took their defaults, which it does not carry): name every column in the INSERT, or run the server with binlog_row_image=FULL"}
+		if s.reselect == nil || len(t.PrimaryKey) == 0 {
+			return false, &MissingError{Where: where(ch.After), err: ErrMissing,
+				Reason: "an inserted row's image lacks columns (with MINIMAL the binlog holds only the columns an INSERT names; the others took their defaults, which it does not carry): name every column in the INSERT, set source.fill_missing: reselect to complete such rows from the source's current row (tables with a primary key), or run the server with binlog_row_image=FULL"}
+		}
+		if _, ok := rowKey(s.kbuf[:0], t, ch.After); !ok {
+			return false, &MissingError{Where: where(ch.After), err: ErrMissing, Reason: "the after image lacks a primary key column"}
+		}
+		row, err := s.reselectRow(t, ch.After, where(ch.After))
+		if err != nil {
+			return false, err
+		}
+		after := make(binlog.Row, n)
+		copy(after, ch.After)
+		for i, v := range after {
+			if v.IsAbsent() {
+				after[i] = fillValue(&t.Columns[i], row[i])
+				ch.Reselected = append(ch.Reselected, i)
+			}
+		}
+		ch.After = after
+		did = true
 	}
 	if len(t.PrimaryKey) == 0 {
 		return did, nil
@@ -434,6 +501,25 @@ func (s *Store) change(ch *binlog.Change) (did bool, err error) {
 		return did, s.set(k, s.vbuf)
 	}
 	return did, nil
+}
+
+// reselectRow reads the current row of t under key's primary key from
+// the source (fill_missing: reselect).
+func (s *Store) reselectRow(t *binlog.Table, key binlog.Row, at Where) (binlog.Row, error) {
+	row, found, err := s.reselect(t, key)
+	if err != nil {
+		return nil, &MissingError{Where: at, err: fmt.Errorf("%w: %w", ErrMissing, err),
+			Reason: "reading the row from the source to complete its partial image (fill_missing: reselect) failed: " + err.Error()}
+	}
+	if !found {
+		return nil, &MissingError{Where: at, err: ErrMissing,
+			Reason: "the binlog carries a partial image (binlog_row_image MINIMAL or NOBLOB) of a row the row image store has never seen whole, and the source no longer has the row, so fill_missing: reselect cannot read it. Snapshot the table again (snapshot.mode: always, once), or run the server with binlog_row_image=FULL"}
+	}
+	if len(row) != len(t.Columns) {
+		return nil, &MissingError{Where: at, err: ErrMissing,
+			Reason: fmt.Sprintf("the row read from the source (fill_missing: reselect) has %d columns, the table %d", len(row), len(t.Columns))}
+	}
+	return row, nil
 }
 
 // get reads the stored image of key, and remembers the key's value for

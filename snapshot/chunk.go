@@ -52,6 +52,32 @@ func ChunkQuery(t *binlog.Table, key []int, where string, after, upTo binlog.Row
 	return chunkQuery(t, SelectList(t), key, where, after, upTo, limit, -1)
 }
 
+// RowQuery returns the query and arguments that read, with Scan, the row
+// of t whose primary key columns equal row's (row is aligned with
+// t.Columns and holds at least those columns), its key values written as
+// ChunkQuery writes them. t must have a primary key.
+func RowQuery(t *binlog.Table, row binlog.Row) (query string, args []any) {
+	if len(t.PrimaryKey) == 0 || len(row) != len(t.Columns) {
+		panic(fmt.Sprintf("snapshot: RowQuery: %s has no primary key, or the row has %d values", t, len(row)))
+	}
+	var b strings.Builder
+	b.WriteString("SELECT ")
+	b.WriteString(SelectList(t))
+	b.WriteString(" FROM ")
+	b.WriteString(sqlstmt.QuoteName(t.Schema, t.Name))
+	for i, k := range t.PrimaryKey {
+		if i == 0 {
+			b.WriteString(" WHERE ")
+		} else {
+			b.WriteString(" AND ")
+		}
+		b.WriteString(columnRef(t, k))
+		b.WriteString(" = ")
+		args = operand(&b, &t.Columns[k], row[k], args)
+	}
+	return b.String(), args
+}
+
 // chunkQuery writes the query of ChunkQuery with the given select list,
 // and with an OFFSET when offset >= 0.
 func chunkQuery(t *binlog.Table, selectList string, key []int, where string, after, upTo binlog.Row, limit, offset int) (string, []any) {
@@ -261,6 +287,15 @@ func keyArg(v binlog.Value) any {
 	return nil // NULL, absent
 }
 
+// CloneRow returns a copy of row that stays valid after Scan reuses it.
+func CloneRow(row binlog.Row) binlog.Row {
+	out := make(binlog.Row, len(row))
+	for i, v := range row {
+		out[i] = cloneValue(v)
+	}
+	return out
+}
+
 // CloneKey returns a row aligned with t.Columns holding a copy of row's
 // key values (key indexes t.Columns), every other column absent: a
 // row that stays valid after Scan reuses row, for ChunkQuery's after and
@@ -275,7 +310,7 @@ func CloneKey(t *binlog.Table, key []int, row binlog.Row) binlog.Row {
 
 func cloneValue(v binlog.Value) binlog.Value {
 	switch v.Kind() {
-	case binlog.KindString, binlog.KindBytes, binlog.KindJSON, binlog.KindGeometry, binlog.KindDecimal:
+	case binlog.KindString, binlog.KindBytes, binlog.KindJSON, binlog.KindGeometry, binlog.KindDecimal, binlog.KindVector:
 		return binlog.BytesValue(v.Kind(), bytes.Clone(nonNil(v.Bytes())))
 	}
 	return v // no bytes: a copy of the struct is a copy of the value

@@ -74,6 +74,7 @@ var (
 	descSrcQueued   = prometheus.NewDesc("sluice_source_queued_bytes", "Bytes read from the source and waiting to be merged (a source held back by alignment fills it).", []string{"pipeline", "source"}, nil)
 	descRowFilled   = prometheus.NewDesc("sluice_row_images_completed_total", "Changes whose partial row images (binlog_row_image MINIMAL or NOBLOB) were completed from the row image store (source.row_image: fill).", []string{"pipeline", "source"}, nil)
 	descRowStore    = prometheus.NewDesc("sluice_row_image_store_bytes", "The row image store's size on disk (source.row_image: fill).", []string{"pipeline", "source"}, nil)
+	descRowResel    = prometheus.NewDesc("sluice_row_images_reselected_total", "Changes whose partial row images were completed from the source's current row, read by primary key, because the row image store had never seen the row whole (source.fill_missing: reselect); each lists those columns (format sluice \"reselected\", Kafka header sluice-reselected).", []string{"pipeline", "source"}, nil)
 	descRowCleared  = prometheus.NewDesc("sluice_row_image_store_cleared_total", "Starts that emptied the row image store because it could not be brought to the resume point (each a warning with the reason).", []string{"pipeline", "source"}, nil)
 	descSrcStmt     = prometheus.NewDesc("sluice_statement_changes_skipped_total", "Changes to captured tables the server logged as SQL statements (binlog_format STATEMENT or MIXED), skipped with on_statement_change: skip.", []string{"pipeline", "source"}, nil)
 	descSchemaSkip  = prometheus.NewDesc("sluice_schema_changes_not_written_total", "DDL statements a sink did not write (format debezium with include.schema.changes: false; the sink warned at start).", []string{"pipeline", "sink"}, nil)
@@ -99,7 +100,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{descMessages, descTxns, descBatches, descBytes, descCheckpoints, descBuffered, descLastSeq, descEpoch, descLag, descCommit, descSinkErrors, descSinkUp, descSnapRows, descSnapEst, descSnapDone, descSnapBlocked,
-	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descRowFilled, descRowStore, descRowCleared, descSchemaSkip, descSrcDDL, descSchemaUnk, descSchemaMis, descInvalidText, descTxnEndMiss, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
+	descSrcEvent, descSrcLag, descSrcOffset, descSrcStalled, descSrcQueued, descSrcStmt, descRowFilled, descRowStore, descRowCleared, descRowResel, descSchemaSkip, descSrcDDL, descSchemaUnk, descSchemaMis, descInvalidText, descTxnEndMiss, descSrcFailover, descSrcCatchUp, descWatermark, descSkew, descHeld, descHoldTime,
 	descDelivWM, descJoinRows, descJoinBytes, descJoinEvicted, descJoinEvTime, descJoinLate, descJoinOut, descJoinWM}
 
 // Describe implements prometheus.Collector.
@@ -190,6 +191,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(descRowFilled, float64(s.RowImagesCompleted), s.Name)
 		gauge(descRowStore, float64(s.RowImageStoreBytes), s.Name)
 		counter(descRowCleared, float64(s.RowImageStoreCleared), s.Name)
+		counter(descRowResel, float64(s.RowImagesReselected), s.Name)
 		counter(descSrcDDL, float64(s.UnparsedDDL), s.Name)
 		counter(descSchemaUnk, float64(s.SchemaUnknown), s.Name)
 		counter(descSchemaMis, float64(s.SchemaMismatches), s.Name)

@@ -207,7 +207,7 @@ func sourceConfig(sc config.Source) (pipeline.SourceConfig, error) {
 			LockTimeout: sc.Snapshot.LockTimeout,
 		},
 		SignalTable: sc.SignalTable,
-		RowImage:    pipeline.RowImageConfig{Fill: sc.RowImage == "fill", Dir: sc.RowImageDir},
+		RowImage:    pipeline.RowImageConfig{Fill: sc.RowImage == "fill", Dir: sc.RowImageDir, Reselect: sc.FillMissing == "reselect"},
 	}, nil
 }
 

@@ -38,6 +38,12 @@ const HeaderPipeline = "sluice-pipeline"
 // recovery tells them from the value (sink.SnapshotRow).
 const HeaderSnapshot = sink.HeaderSnapshot
 
+// HeaderReselected lists, as a JSON array of column names, the columns of
+// a record's row images that were read from the source's current row
+// rather than the binlog (source.fill_missing: reselect), in every
+// format: format debezium's value has no place for it.
+const HeaderReselected = "sluice-reselected"
+
 var snapshotVal = []byte("true")
 
 // Debezium's headers on the records of an update that changed the primary
@@ -644,7 +650,7 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 		s.recs = make([]kgo.Record, n+extra)
 	}
 	recs := s.recs[:n+extra]
-	const perRec = 6
+	const perRec = 7
 	if cap(s.hdrs) < perRec*n {
 		s.hdrs = make([]kgo.RecordHeader, perRec*n)
 	}
@@ -674,6 +680,12 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 			h = append(h, kgo.RecordHeader{Key: HeaderSnapshot, Value: snapshotVal})
 			size += len(HeaderSnapshot) + len(snapshotVal)
 		}
+		meta := h // a transaction record's headers: without the change's own
+		if m.Change != nil && len(m.Change.Reselected) > 0 {
+			v := codec.AppendReselected(nil, m.Change)
+			h = append(h, kgo.RecordHeader{Key: HeaderReselected, Value: v})
+			size += len(HeaderReselected) + len(v)
+		}
 		base := h // a tombstone's headers: the delete's, without the end
 		if m.End != nil {
 			h = append(h, kgo.RecordHeader{Key: sink.HeaderEnd, Value: vals[idx[3*i+1]:idx[3*i+2]:idx[3*i+2]]})
@@ -696,7 +708,7 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 			// Debezium's BEGIN record, in the transaction topic, before
 			// the transaction's first event: with that event's seq and no
 			// end, so that recovery sees the seq twice, which counts once.
-			if recs[r], err = s.txnRecord(m, tm, false, base); err != nil {
+			if recs[r], err = s.txnRecord(m, tm, false, meta); err != nil {
 				return nil, err
 			}
 			r++
@@ -718,7 +730,7 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 				Headers: append(slices.Clip(h), kgo.RecordHeader{Key: HeaderOldKey, Value: keyHeader(kc.OldKey, schemas)})}
 			r++
 			if tm != nil && tm.End {
-				if recs[r], err = s.txnRecord(m, tm, true, base); err != nil {
+				if recs[r], err = s.txnRecord(m, tm, true, meta); err != nil {
 					return nil, err
 				}
 				r++
@@ -741,7 +753,7 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 		if tm != nil && tm.End {
 			// Debezium's END record, after the transaction's last record,
 			// with its seq and no end (the data record carries it).
-			if recs[r], err = s.txnRecord(m, tm, true, base); err != nil {
+			if recs[r], err = s.txnRecord(m, tm, true, meta); err != nil {
 				return nil, err
 			}
 			r++

@@ -380,6 +380,11 @@ func TestWriteReadBack(t *testing.T) {
 		t.Fatalf("Recover on an empty cluster = %+v, want nothing at offset {}", rec)
 	}
 	b1, b2 := batch(4, 1, 20), batch(4, 21, 50)
+	// A change completed from the source's current row (fill_missing:
+	// reselect) names those columns in a header.
+	reselTable := &binlog.Table{Schema: "shop", Name: "orders", Columns: []binlog.Column{{Name: "id"}, {Name: "customer"}, {Name: "note"}}}
+	b1.Messages[4].Change = &binlog.Change{Op: binlog.OpInsert, Table: reselTable, Reselected: []int{1, 2}}
+	reselSeq := b1.Messages[4].Seq
 	mustWrite(t, s, b1)
 	off := mustWrite(t, s, b2)
 
@@ -417,6 +422,9 @@ func TestWriteReadBack(t *testing.T) {
 			if h, _ := header(r, k); h != w {
 				t.Errorf("seq %d: header %s = %q, want %q", seq, k, h, w)
 			}
+		}
+		if h, ok := header(r, HeaderReselected); ok != (seq == reselSeq) || ok && h != `["customer","note"]` {
+			t.Errorf("seq %d: header %s = %q (%v), want [\"customer\",\"note\"] on seq %d only", seq, HeaderReselected, h, ok, reselSeq)
 		}
 		h, ok := header(r, pipeline.HeaderEnd)
 		if (m.End != nil) != ok {
