@@ -268,6 +268,70 @@ func TestFillMissing(t *testing.T) {
 	}
 }
 
+// TestFillReselect: with a Reselect, a row the store never saw is read by
+// its key (an update's new key), its absent columns are completed and
+// listed in Reselected, the row is stored for the changes after it, and a
+// row the source does not have, or a failed read, is ErrMissing.
+func TestFillReselect(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	current := map[int64]binlog.Row{6: modelRow{a: 2, b: "now", c: "z"}.image(6), 8: modelRow{a: 5, b: "dflt", c: ""}.image(8)}
+	var asked []int64
+	fail := false
+	s.SetReselect(func(tb *binlog.Table, key binlog.Row) (binlog.Row, bool, error) {
+		if fail {
+			return nil, false, errors.New("connection refused")
+		}
+		id := key[0].Int()
+		asked = append(asked, id)
+		r, ok := current[id]
+		return r, ok, nil
+	})
+	old := modelRow{a: 1, b: "x", c: "y"}.image(5)
+	moved := modelRow{a: 2, b: "now", c: "z"}.image(6)
+	ins := modelRow{a: 5, b: "dflt", c: ""}.image(8)
+	// Row 5 became row 6 (a changed too); row 8 was inserted naming id and c.
+	txn := &binlog.Txn{Changes: []binlog.Change{
+		{Op: binlog.OpUpdate, Table: testTable, Before: minimal(old), After: minimal(moved, 1)},
+		{Op: binlog.OpInsert, Table: testTable, After: minimal(ins, 3)},
+	}}
+	if err := s.Fill(txn, 1); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(asked) != "[6 8]" {
+		t.Errorf("read keys %v, want [6 8] (the update under its new key)", asked)
+	}
+	up, in := txn.Changes[0], txn.Changes[1]
+	wantBefore := binlog.Row{old[0], moved[1], moved[2], moved[3]} // the key from the binlog, the rest as read
+	if fmt.Sprint(up.Before) != fmt.Sprint(wantBefore) || fmt.Sprint(up.After) != fmt.Sprint(moved) || fmt.Sprint(up.Reselected) != "[1 2 3]" {
+		t.Errorf("update: before %v after %v reselected %v, want %v %v [1 2 3]", up.Before, up.After, up.Reselected, wantBefore, moved)
+	}
+	if fmt.Sprint(in.After) != fmt.Sprint(ins) || fmt.Sprint(in.Reselected) != "[1 2]" {
+		t.Errorf("insert: after %v reselected %v, want %v [1 2]", in.After, in.Reselected, ins)
+	}
+	if st := s.Stats(); st.Reselected != 2 {
+		t.Errorf("Stats().Reselected = %d, want 2", st.Reselected)
+	}
+	// Row 6 is now in the store: no read.
+	asked = nil
+	next := &binlog.Txn{Changes: []binlog.Change{{Op: binlog.OpDelete, Table: testTable, Before: minimal(moved)}}}
+	if err := s.Fill(next, 3); err != nil || asked != nil || fmt.Sprint(next.Changes[0].Before) != fmt.Sprint(moved) || next.Changes[0].Reselected != nil {
+		t.Fatalf("a stored row: err %v, read %v, before %v, reselected %v", err, asked, next.Changes[0].Before, next.Changes[0].Reselected)
+	}
+	// A row the source does not have, and a failed read.
+	for _, f := range []bool{false, true} {
+		fail = f
+		err := s.Fill(&binlog.Txn{Changes: []binlog.Change{{Op: binlog.OpDelete, Table: testTable, Before: minimal(modelRow{}.image(9))}}}, 4)
+		var me *MissingError
+		if !errors.Is(err, ErrMissing) || !errors.As(err, &me) || me.Key != "(id=9)" {
+			t.Fatalf("fail=%v: got %v, want ErrMissing for (id=9)", f, err)
+		}
+	}
+}
+
 // TestRewindClears: a snapshot chunk read again before a stream chunk that
 // is not cannot be undone alone; the store is emptied and says why.
 func TestRewindClears(t *testing.T) {
