@@ -126,8 +126,8 @@ chaos: deps
 SOAK_SEEDS     ?= 100
 SOAK_SEED_BASE ?=
 soak: deps
-	SLUICE_DIFF_SEEDS=$(SOAK_SEEDS) SLUICE_DIFF_SEED_BASE=$(SOAK_SEED_BASE) CGO_ENABLED=1 \
-		$(GO) test -race -count=1 -timeout 0 -run 'TestRunDifferential' -v ./cmd/sluice
+	SLUICE_DIFF_SEEDS=$(SOAK_SEEDS) SLUICE_DIFF_SEED_BASE=$(SOAK_SEED_BASE) SLUICE_CHARSETS_ALL=1 CGO_ENABLED=1 \
+		$(GO) test -race -count=1 -timeout 0 -run 'TestRunDifferential|TestEveryCharacterSet' -v ./cmd/sluice
 
 # The slow-link tests (make test runs the stalled-link ones): the binlog
 # reader over links delaying the server's bytes 1, 4 and 10 s one way,
