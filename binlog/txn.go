@@ -107,9 +107,17 @@ type Txn struct {
 	Bytes int
 	// Snapshot marks a chunk of rows read by a snapshot (Op OpRead); its
 	// Begin and End are the binlog position the snapshot is consistent
-	// with. SnapshotLast marks the chunk holding the snapshot's final row.
-	Snapshot     bool
-	SnapshotLast bool
+	// with. SnapshotLast marks the chunk holding the snapshot's final row,
+	// SnapshotFirst the one holding its first row; SnapshotTableFirst and
+	// SnapshotTableLast the chunks holding a table's first and last rows
+	// (Debezium's first_in_data_collection and last_in_data_collection).
+	// The table marks are set by the initial consistent snapshot, not by
+	// the chunks read while streaming.
+	Snapshot           bool
+	SnapshotLast       bool
+	SnapshotFirst      bool
+	SnapshotTableFirst bool
+	SnapshotTableLast  bool
 	// Heartbeat marks an empty Txn standing for a server heartbeat: the
 	// server had sent everything up to End and was idle.
 	Heartbeat bool

@@ -485,8 +485,8 @@ func (d *dbzState) appendSourceHead(dst []byte, e *Encoder, txn *binlog.Txn, ch 
 func (d *dbzState) buildSource(key sourceKey, ch *binlog.Change) {
 	b := d.cache.bytes[:0]
 	b = append(b, `,"snapshot":`...)
-	if int(key.snap) < len(snapshotText) {
-		b = append(b, snapshotText[key.snap]...)
+	if int(key.snap) < len(dbzSnapshotText) {
+		b = append(b, dbzSnapshotText[key.snap]...)
 	} else {
 		b = append(b, `"false"`...)
 	}

@@ -447,6 +447,9 @@ func TestDebeziumEnvelope(t *testing.T) {
 	rd := binlog.Change{Op: binlog.OpRead, Table: tb, After: binlog.Row{binlog.IntValue(1), dbzText("a")}, File: "binlog.000001", Pos: 4}
 	check("snapshot row", enc.AppendChange(nil, nil, &rd), `{"before":null,"after":{"id":1,"name":"a"},`+strings.Replace(snapSrc, "%s", "true", 1)+`,"transaction":null,"op":"r",`+now)
 	check("last snapshot row", enc.AppendSnapshotChange(nil, nil, &rd, SnapshotLast), `{"before":null,"after":{"id":1,"name":"a"},`+strings.Replace(snapSrc, "%s", "last", 1)+`,"transaction":null,"op":"r",`+now)
+	for _, m := range []Snapshot{SnapshotFirst, SnapshotFirstInTable, SnapshotLastInTable} {
+		check(m.String()+" snapshot row", enc.AppendSnapshotChange(nil, nil, &rd, m), `{"before":null,"after":{"id":1,"name":"a"},`+strings.Replace(snapSrc, "%s", m.String(), 1)+`,"transaction":null,"op":"r",`+now)
+	}
 
 	// source.thread: the BEGIN event's connection id on streamed rows
 	// (with and without transaction metadata); source.row: 0 on every

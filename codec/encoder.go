@@ -37,10 +37,40 @@ const (
 	SnapshotFalse                 // "false": a change streamed from the binlog
 	SnapshotTrue                  // "true": a row of an initial snapshot
 	SnapshotLast                  // "last": the final row of an initial snapshot
+	// Debezium's other markers, in format debezium only (format sluice
+	// writes "true" for them).
+	SnapshotFirst        // "first": the first row of an initial snapshot
+	SnapshotFirstInTable // "first_in_data_collection": a table's first row, but the snapshot's first
+	SnapshotLastInTable  // "last_in_data_collection": a table's last row, but the snapshot's last
 )
 
-// String returns the marker as written: "false", "true" or "last"
-// ("auto" for SnapshotAuto).
+// SnapshotOf is the marker of change i of chunk t, from the chunk's
+// snapshot flags, in Debezium's precedence: the snapshot's last row,
+// its first, a table's last, a table's first; SnapshotTrue for the
+// TRUNCATE of a snapshot chunk, SnapshotAuto for everything else.
+func SnapshotOf(t *binlog.Txn, i int) Snapshot {
+	if !t.Snapshot {
+		return SnapshotAuto
+	}
+	n := len(t.Changes) - 1
+	switch {
+	case t.SnapshotLast && i == n:
+		return SnapshotLast
+	case t.Changes[i].Op == binlog.OpDDL:
+		return SnapshotTrue // the TRUNCATE before a table without a key read whole
+	case t.SnapshotFirst && i == 0:
+		return SnapshotFirst
+	case t.SnapshotTableLast && i == n:
+		return SnapshotLastInTable
+	case t.SnapshotTableFirst && i == 0:
+		return SnapshotFirstInTable
+	}
+	return SnapshotAuto
+}
+
+// String returns the marker as format debezium writes it: "false",
+// "true", "last", "first", "first_in_data_collection" or
+// "last_in_data_collection" ("auto" for SnapshotAuto).
 func (s Snapshot) String() string {
 	switch s {
 	case SnapshotFalse:
@@ -49,6 +79,12 @@ func (s Snapshot) String() string {
 		return "true"
 	case SnapshotLast:
 		return "last"
+	case SnapshotFirst:
+		return "first"
+	case SnapshotFirstInTable:
+		return "first_in_data_collection"
+	case SnapshotLastInTable:
+		return "last_in_data_collection"
 	}
 	return "auto"
 }
@@ -278,12 +314,28 @@ func changeDB(ch *binlog.Change) string {
 	return ch.Schema
 }
 
-var snapshotText = [...]string{
-	SnapshotAuto:  `"false"`,
-	SnapshotFalse: `"false"`,
-	SnapshotTrue:  `"true"`,
-	SnapshotLast:  `"last"`,
-}
+// snapshotText is source.snapshot in format sluice, dbzSnapshotText in
+// format debezium.
+var (
+	snapshotText = [...]string{
+		SnapshotAuto:         `"false"`,
+		SnapshotFalse:        `"false"`,
+		SnapshotTrue:         `"true"`,
+		SnapshotLast:         `"last"`,
+		SnapshotFirst:        `"true"`,
+		SnapshotFirstInTable: `"true"`,
+		SnapshotLastInTable:  `"true"`,
+	}
+	dbzSnapshotText = [...]string{
+		SnapshotAuto:         `"false"`,
+		SnapshotFalse:        `"false"`,
+		SnapshotTrue:         `"true"`,
+		SnapshotLast:         `"last"`,
+		SnapshotFirst:        `"first"`,
+		SnapshotFirstInTable: `"first_in_data_collection"`,
+		SnapshotLastInTable:  `"last_in_data_collection"`,
+	}
+)
 
 // appendSource writes the "source" member.
 func (e *Encoder) appendSource(dst []byte, txn *binlog.Txn, ch *binlog.Change, snap Snapshot) []byte {

@@ -204,6 +204,10 @@ func TestSnapshotMarkers(t *testing.T) {
 		{binlog.OpDDL, SnapshotAuto, "false"},
 		{binlog.OpDDL, SnapshotTrue, "true"},
 		{binlog.OpInsert, Snapshot(99), "false"},
+		// Debezium's other markers are "true" in format sluice.
+		{binlog.OpRead, SnapshotFirst, "true"},
+		{binlog.OpRead, SnapshotFirstInTable, "true"},
+		{binlog.OpRead, SnapshotLastInTable, "true"},
 	} {
 		ch := binlog.Change{Op: tc.op, Table: itemsTable, After: itemRow(1, "a", "1", 1), Query: "CREATE TABLE x (a int)"}
 		ev, err := DecodeLine(enc.AppendSnapshotChange(nil, testTxn, &ch, tc.snap))
@@ -214,8 +218,42 @@ func TestSnapshotMarkers(t *testing.T) {
 			t.Errorf("%v %v: snapshot %q, want %q", tc.op, tc.snap, ev.Source.Snapshot, tc.want)
 		}
 	}
-	if SnapshotLast.String() != "last" || SnapshotAuto.String() != "auto" {
+	if SnapshotLast.String() != "last" || SnapshotAuto.String() != "auto" || SnapshotLastInTable.String() != "last_in_data_collection" {
 		t.Error("Snapshot.String")
+	}
+}
+
+// TestSnapshotOf: a chunk's flags give Debezium's markers, in its
+// precedence (last, first, a table's last, a table's first).
+func TestSnapshotOf(t *testing.T) {
+	rows := func(n int) []binlog.Change {
+		chs := make([]binlog.Change, n)
+		for i := range chs {
+			chs[i] = binlog.Change{Op: binlog.OpRead}
+		}
+		return chs
+	}
+	for _, tc := range []struct {
+		name string
+		txn  binlog.Txn
+		want string // the markers of the chunk's changes
+	}{
+		{"stream", binlog.Txn{Changes: rows(2), SnapshotLast: true}, "auto auto"},
+		{"plain", binlog.Txn{Snapshot: true, Changes: rows(3)}, "auto auto auto"},
+		{"one table, one chunk", binlog.Txn{Snapshot: true, Changes: rows(3), SnapshotFirst: true, SnapshotTableFirst: true, SnapshotTableLast: true, SnapshotLast: true}, "first auto last"},
+		{"one row, everything", binlog.Txn{Snapshot: true, Changes: rows(1), SnapshotFirst: true, SnapshotTableFirst: true, SnapshotTableLast: true, SnapshotLast: true}, "last"},
+		{"first table's only chunk", binlog.Txn{Snapshot: true, Changes: rows(2), SnapshotFirst: true, SnapshotTableFirst: true, SnapshotTableLast: true}, "first last_in_data_collection"},
+		{"a table's only row", binlog.Txn{Snapshot: true, Changes: rows(1), SnapshotTableFirst: true, SnapshotTableLast: true}, "last_in_data_collection"},
+		{"second table", binlog.Txn{Snapshot: true, Changes: rows(2), SnapshotTableFirst: true}, "first_in_data_collection auto"},
+		{"truncate", binlog.Txn{Snapshot: true, Changes: append([]binlog.Change{{Op: binlog.OpDDL}}, rows(1)...), SnapshotTableFirst: true}, "true auto"},
+	} {
+		var got []string
+		for i := range tc.txn.Changes {
+			got = append(got, SnapshotOf(&tc.txn, i).String())
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s: %v, want %s", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -847,23 +847,19 @@ func (b *builder) chunkStart(t *binlog.Txn, et int64) (*batch, int, time.Time) {
 }
 
 // snapMark is the snapshot mark of change i of chunk t of source si, in
-// the message numbered seq: a snapshot's last row is marked last, once
-// (not when read again after a restart whose sinks all hold it marked);
-// the TRUNCATE before a keyless table read again whole is a snapshot
-// change.
+// the message numbered seq (codec.SnapshotOf): a snapshot's last row is
+// marked last once (not when read again after a restart whose sinks all
+// hold it marked).
 func (b *builder) snapMark(bt *batch, si int, t *binlog.Txn, i int, seq uint64) codec.Snapshot {
-	switch {
-	case t.SnapshotLast && i == len(t.Changes)-1:
+	m := codec.SnapshotOf(t, i)
+	if m == codec.SnapshotLast {
 		if si < len(b.noLast) && b.noLast[si] {
 			b.noLast[si] = false // read again after a restart; the sinks hold it marked
 			return codec.SnapshotAuto
 		}
 		bt.lastMarks = append(bt.lastMarks, srcSeq{si, seq})
-		return codec.SnapshotLast
-	case t.Snapshot && t.Changes[i].Op == binlog.OpDDL:
-		return codec.SnapshotTrue
 	}
-	return codec.SnapshotAuto
+	return m
 }
 
 // txn encodes one chunk of source si into the current batch; et is its

@@ -374,23 +374,32 @@ func run(ctx context.Context, cfg Config, coord *client.Conn, emit func(*binlog.
 		progress[i].ranges.Store(int64(len(splits) + 1))
 	}
 
-	// Emission is serialized; the latest chunk is held back so that the
-	// very last row of the snapshot can be marked. What was emitted is
-	// tracked per range, for Save.
+	// Emission is serialized. Each table's latest chunk is held back
+	// until the table's next chunk or its end, so that its last row can be
+	// marked (Debezium's last_in_data_collection); the latest chunk
+	// released is held back again so that the very last row of the
+	// snapshot can be marked. The first chunk released, and each table's
+	// first, are marked as they go. What was emitted is tracked per range,
+	// for Save.
 	type sent struct {
 		txn  *binlog.Txn
 		item int
 		key  binlog.Row
 	}
 	var (
-		emitMu   sync.Mutex
-		pending  *sent
-		total    atomic.Int64
-		emitted  = make([]binlog.Row, len(items)) // key of the last row emitted per range
-		finished = make([]bool, len(items))
+		emitMu     sync.Mutex
+		pending    *sent
+		held       = map[*TableInfo]*sent{}
+		heldItems  = make([]int, len(items)) // chunks of each range held back
+		rangesLeft = map[*TableInfo]int{}
+		begun      = map[*TableInfo]bool{}
+		total      atomic.Int64
+		emitted    = make([]binlog.Row, len(items)) // key of the last row emitted per range
+		finished   = make([]bool, len(items))
 	)
 	for i := range items {
 		emitted[i] = items[i].lo
+		rangesLeft[items[i].info]++
 	}
 	save := func() error { // under emitMu
 		if cfg.Save == nil {
@@ -404,7 +413,7 @@ func run(ctx context.Context, cfg Config, coord *client.Conn, emit func(*binlog.
 		}
 		st.Tables = st.Tables[max(0, len(st.Tables)-maxMarkTables):]
 		for i, it := range items {
-			if finished[i] && (pending == nil || pending.item != i) {
+			if finished[i] && heldItems[i] == 0 {
 				continue
 			}
 			t := it.info.Table
@@ -413,24 +422,50 @@ func run(ctx context.Context, cfg Config, coord *client.Conn, emit func(*binlog.
 		}
 		return cfg.Save(st)
 	}
-	send := func(txn *binlog.Txn, item int, key binlog.Row) error {
-		emitMu.Lock()
-		defer emitMu.Unlock()
+	release := func(c *sent) error { // under emitMu
+		info := items[c.item].info
+		c.txn.SnapshotFirst = pending == nil && len(begun) == 0
+		c.txn.SnapshotTableFirst = !begun[info]
+		begun[info] = true
 		prev := pending
-		pending = &sent{txn, item, key}
+		pending = c
 		if prev == nil {
 			return nil
 		}
 		if err := emit(prev.txn); err != nil {
 			return err
 		}
+		heldItems[prev.item]--
 		emitted[prev.item] = prev.key
 		return save()
 	}
-	rangeFinished := func(item int) {
+	send := func(txn *binlog.Txn, item int, key binlog.Row) error {
 		emitMu.Lock()
+		defer emitMu.Unlock()
+		info := items[item].info
+		heldItems[item]++
+		prev := held[info]
+		held[info] = &sent{txn, item, key}
+		if prev == nil {
+			return nil
+		}
+		return release(prev)
+	}
+	rangeFinished := func(item int) error {
+		emitMu.Lock()
+		defer emitMu.Unlock()
 		finished[item] = true
-		emitMu.Unlock()
+		info := items[item].info
+		if rangesLeft[info]--; rangesLeft[info] > 0 {
+			return nil
+		}
+		c := held[info]
+		if c == nil {
+			return nil // no rows
+		}
+		delete(held, info)
+		c.txn.SnapshotTableLast = true
+		return release(c)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -452,12 +487,14 @@ func run(ctx context.Context, cfg Config, coord *client.Conn, emit func(*binlog.
 					total.Add(int64(len(txn.Changes)))
 					return send(txn, idx, last)
 				})
+				if err == nil {
+					err = rangeFinished(idx)
+				}
 				if err != nil {
 					errs <- err
 					cancel()
 					return
 				}
-				rangeFinished(idx)
 				it.progress.rangeDone()
 			}
 		}(w)

@@ -131,12 +131,32 @@ func snapshotUnderWrites(t *testing.T, flavor position.Flavor, parallel int, met
 		}
 	}
 	var lastSeen bool
+	// The marks Debezium's markers come from: the first chunk, each
+	// table's first and last (in the order emitted), the last.
+	chunks := 0
+	var firstAt []int
+	tableFirst, tableLast, tableChunks := map[string][]int{}, map[string][]int{}, map[string][]int{}
 	res, err := snapshot.Run(ctx, snapshot.Config{Source: cfg, Tables: tables, Parallel: parallel, ChunkRows: 500},
 		func(txn *binlog.Txn) error {
 			if lastSeen {
 				return errors.New("a chunk after the one marked last")
 			}
 			lastSeen = txn.SnapshotLast
+			name := txn.Changes[0].Table.Name
+			if txn.SnapshotFirst {
+				firstAt = append(firstAt, chunks)
+			}
+			if txn.SnapshotTableFirst {
+				tableFirst[name] = append(tableFirst[name], chunks)
+			}
+			if txn.SnapshotTableLast {
+				tableLast[name] = append(tableLast[name], chunks)
+			}
+			if lastSeen && !txn.SnapshotTableLast {
+				return errors.New("the last chunk is not its table's last")
+			}
+			tableChunks[name] = append(tableChunks[name], chunks)
+			chunks++
 			for i := range txn.Changes {
 				if txn.Changes[i].Op != binlog.OpRead {
 					return fmt.Errorf("snapshot change with op %v", txn.Changes[i].Op)
@@ -151,6 +171,17 @@ func snapshotUnderWrites(t *testing.T, flavor position.Flavor, parallel int, met
 	}
 	if res.Method != method || !lastSeen || res.Position.GTIDs == "" || res.Position.Flavor != flavor {
 		t.Fatalf("result %+v (last chunk marked: %v)", res, lastSeen)
+	}
+	if fmt.Sprint(firstAt) != "[0]" || len(tableChunks) != 2 {
+		t.Errorf("chunks marked first: %v, want [0]; tables %v", firstAt, tableChunks)
+	}
+	for name, cs := range tableChunks {
+		if want := fmt.Sprint([]int{cs[0]}); fmt.Sprint(tableFirst[name]) != want {
+			t.Errorf("%s: chunks marked its first %v, want %s (its chunks %v)", name, tableFirst[name], want, cs)
+		}
+		if want := fmt.Sprint([]int{cs[len(cs)-1]}); fmt.Sprint(tableLast[name]) != want {
+			t.Errorf("%s: chunks marked its last %v, want %s (its chunks %v)", name, tableLast[name], want, cs)
+		}
 	}
 	// The position names its server, so that a resume on another one (a
 	// failover) is noticed.

@@ -176,14 +176,7 @@ func (p *printer) txn(t *binlog.Txn) error {
 				}
 				b = append(b, '\t')
 			}
-			if t.SnapshotLast && i == len(t.Changes)-1 {
-				b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotLast)
-			} else if t.Snapshot && ch.Op == binlog.OpDDL {
-				// The TRUNCATE before a table without a key read whole.
-				b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotTrue)
-			} else {
-				b = p.enc.AppendChange(b, t, ch)
-			}
+			b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotOf(t, i))
 			if _, err := p.w.Write(b); err != nil {
 				return fmt.Errorf("writing output: %w", err)
 			}
