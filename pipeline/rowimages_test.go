@@ -172,48 +172,11 @@ func TestRowImageFillMissing(t *testing.T) {
 			{"insert with defaults", "INSERT INTO app.t (id, b) VALUES (8, 'y')", "(id=8)", "took their defaults"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				src, err := binlog.ParseSourceURL(db.URL())
-				if err != nil {
-					t.Fatal(err)
-				}
-				src.ServerID = 782
-				if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
-					t.Fatal(err)
-				}
-				dir := t.TempDir()
-				sinks := fileSinks(t, dir, []codec.Format{{Name: codec.FormatDebezium}})
-				defer func() {
-					for _, s := range sinks {
-						s.Close()
-					}
-				}()
-				p, err := pipeline.New(pipeline.Config{
-					Name: "missing",
-					Source: pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"},
-						RowImage: pipeline.RowImageConfig{Fill: true, Dir: filepath.Join(dir, "rowimages")}},
-					Sinks: sinks,
-					Store: &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")},
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
-				done := make(chan error, 1)
-				go func() { done <- p.Run(ctx) }()
-				// Streaming from "current": wait until the source streams.
-				for deadline := time.Now().Add(30 * time.Second); !p.Status().Sources[0].Streaming; {
-					if time.Now().After(deadline) {
-						t.Fatal("the source is not streaming after 30 s")
-					}
-					time.Sleep(20 * time.Millisecond)
-				}
+				_, done := streamFilled(t, db, t.TempDir(), 782, false, []codec.Format{{Name: codec.FormatDebezium}})
 				if err := db.Exec(ctx, tc.stmt); err != nil {
 					t.Fatal(err)
 				}
-				select {
-				case err = <-done:
-				case <-time.After(60 * time.Second):
-					t.Fatal("the pipeline did not stop in 60 s")
-				}
+				err := stopped(t, done)
 				var me *rowimage.MissingError
 				if !errors.Is(err, rowimage.ErrMissing) || !errors.As(err, &me) {
 					t.Fatalf("got %v, want rowimage.ErrMissing", err)
@@ -239,41 +202,9 @@ func TestRowImageFillReselect(t *testing.T) {
 			"INSERT INTO app.t VALUES (7, 1, 'x'), (9, 3, 'gone')"); err != nil {
 			t.Fatal(err)
 		}
-		src, err := binlog.ParseSourceURL(db.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		src.ServerID = 783
-		if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
-			t.Fatal(err)
-		}
 		dir := t.TempDir()
 		formats := []codec.Format{{Name: codec.FormatSluice}, {Name: codec.FormatDebezium}}
-		sinks := fileSinks(t, dir, formats)
-		defer func() {
-			for _, s := range sinks {
-				s.Close()
-			}
-		}()
-		p, err := pipeline.New(pipeline.Config{
-			Name: "reselect",
-			Source: pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"},
-				RowImage: pipeline.RowImageConfig{Fill: true, Dir: filepath.Join(dir, "rowimages"), Reselect: true}},
-			Sinks:           sinks,
-			Store:           &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")},
-			CheckpointEvery: 20 * time.Millisecond,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- p.Run(ctx) }()
-		for deadline := time.Now().Add(30 * time.Second); !p.Status().Sources[0].Streaming; {
-			if time.Now().After(deadline) {
-				t.Fatal("the source is not streaming after 30 s")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		p, done := streamFilled(t, db, dir, 783, true, formats)
 		// Row 7 is read after its update: the reselected before image
 		// holds its current values (a=2), as the mark says.
 		if err := db.Exec(ctx, "UPDATE app.t SET a = 2 WHERE id = 7", "INSERT INTO app.t (id, b) VALUES (8, 'y')", "UPDATE app.t SET b = 'z' WHERE id = 8"); err != nil {
@@ -296,11 +227,7 @@ func TestRowImageFillReselect(t *testing.T) {
 		if err := db.Exec(ctx, "DELETE FROM app.t WHERE id = 9"); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case err = <-done:
-		case <-time.After(60 * time.Second):
-			t.Fatal("the pipeline did not stop in 60 s")
-		}
+		err := stopped(t, done)
 		var me *rowimage.MissingError
 		if !errors.As(err, &me) || me.Key != "(id=9)" || !strings.Contains(me.Reason, "no longer has the row") {
 			t.Fatalf("the delete of a row gone from the source: got %v, want rowimage.ErrMissing naming (id=9)", err)
@@ -347,4 +274,64 @@ func TestRowImageFillReselect(t *testing.T) {
 			}
 		}
 	})
+}
+
+// streamFilled starts a pipeline with row_image: fill (reselect as
+// given) on db's app.* from its current position, no snapshot, into one
+// file sink per format in dir, and waits until its source streams; done
+// receives Run's end. The sinks close with the test.
+func streamFilled(t *testing.T, db *testenv.Server, dir string, serverID uint32, reselect bool, formats []codec.Format) (p *pipeline.Pipeline, done chan error) {
+	t.Helper()
+	src, err := binlog.ParseSourceURL(db.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.ServerID = serverID
+	if src.Tables, err = binlog.ParseFilter("app.*"); err != nil {
+		t.Fatal(err)
+	}
+	sinks := fileSinks(t, dir, formats)
+	t.Cleanup(func() {
+		for _, s := range sinks {
+			s.Close()
+		}
+	})
+	p, err = pipeline.New(pipeline.Config{
+		Name: "fill",
+		Source: pipeline.SourceConfig{Name: "db1", Binlog: src, Snapshot: pipeline.SnapshotConfig{Mode: "never"},
+			RowImage: pipeline.RowImageConfig{Fill: true, Dir: filepath.Join(dir, "rowimages"), Reselect: reselect}},
+		Sinks:           sinks,
+		Store:           &checkpoint.FileStore{Path: filepath.Join(dir, "ckpt.json")},
+		CheckpointEvery: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done = make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	// Streaming from "current": wait until the source streams.
+	for deadline := time.Now().Add(30 * time.Second); !p.Status().Sources[0].Streaming; {
+		select {
+		case err := <-done:
+			t.Fatalf("the pipeline stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the source is not streaming after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p, done
+}
+
+// stopped waits for the pipeline's end.
+func stopped(t *testing.T, done chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("the pipeline did not stop in 60 s")
+	}
+	return nil
 }
