@@ -62,8 +62,11 @@ deps:
 	fi
 	$(GO) mod download
 
+# -s -w drop the ELF symbol table and DWARF (75.7 MB to 55.6 MB at
+# 94a83f9); Go's own symbol table stays, so SLUICE_CPUPROFILE's profiles
+# still name every function.
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o bin/sluice ./cmd/sluice
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/sluice ./cmd/sluice
 
 # Every fuzz target runs here on its seeds and on the inputs committed under
 # testdata/fuzz (each a past finding); new fuzzing is `make fuzz` or
