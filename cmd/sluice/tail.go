@@ -144,6 +144,19 @@ type printer struct {
 	snapBlocked time.Duration
 }
 
+// appendValue appends the line of t's change i.
+func (p *printer) appendValue(b []byte, t *binlog.Txn, i int) []byte {
+	ch := &t.Changes[i]
+	switch {
+	case t.SnapshotLast && i == len(t.Changes)-1:
+		return p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotLast)
+	case t.Snapshot && ch.Op == binlog.OpDDL:
+		// The TRUNCATE before a table without a key read whole.
+		return p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotTrue)
+	}
+	return p.enc.AppendChange(b, t, ch)
+}
+
 func newPrinter(w io.Writer, o outputOpts) *printer {
 	return &printer{
 		w:     bufio.NewWriterSize(w, 256<<10),
@@ -169,6 +182,13 @@ func (p *printer) txn(t *binlog.Txn) error {
 				}
 			}
 			b := p.w.AvailableBuffer()
+			var ddl []byte
+			if p.keys && ch.Op == binlog.OpDDL {
+				// The value first: format debezium names a schema-change
+				// key after the connector of the value's transaction's
+				// server.
+				ddl = p.appendValue(nil, t, i)
+			}
 			if p.keys {
 				n := len(b)
 				if b = p.enc.AppendKey(b, ch); len(b) == n {
@@ -176,13 +196,10 @@ func (p *printer) txn(t *binlog.Txn) error {
 				}
 				b = append(b, '\t')
 			}
-			if t.SnapshotLast && i == len(t.Changes)-1 {
-				b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotLast)
-			} else if t.Snapshot && ch.Op == binlog.OpDDL {
-				// The TRUNCATE before a table without a key read whole.
-				b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotTrue)
+			if ddl != nil {
+				b = append(b, ddl...)
 			} else {
-				b = p.enc.AppendChange(b, t, ch)
+				b = p.appendValue(b, t, i)
 			}
 			if _, err := p.w.Write(b); err != nil {
 				return fmt.Errorf("writing output: %w", err)
