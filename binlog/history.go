@@ -1081,6 +1081,7 @@ func (h *History) toTable(t *histTable, s state) (*Table, error) {
 		col.Default, _ = columnDefault(cd)
 		col.Type = typeFromInfoSchema(ty)
 		col.Point = ty == "point"
+		col.UUID = ty == "uuid"
 		col.FloatMD = ty == "float" && cd.Type.Scale != nil
 		switch ty {
 		case "integer":

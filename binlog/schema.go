@@ -250,6 +250,7 @@ func merge(t *Table, def *Table, names bool) error {
 		bc.jsonText = dc.jsonText
 		bc.Point = dc.Point
 		bc.FloatMD = dc.FloatMD
+		bc.UUID = dc.UUID
 		if bc.Default == nil {
 			bc.Default = dc.Default
 		}
@@ -456,6 +457,7 @@ func (s *InfoSchema) query(db, table string) (*Table, error) {
 		col := Column{Name: name, Charset: charset, Nullable: nullable == "YES"}
 		col.Type = typeFromInfoSchema(strings.ToLower(dataType))
 		col.Point = strings.EqualFold(dataType, "point")
+		col.UUID = strings.EqualFold(dataType, "uuid")
 		lc := strings.ToLower(colType)
 		col.FloatMD = strings.EqualFold(dataType, "float") && strings.Contains(lc, ",")
 		col.Unsigned = strings.Contains(lc, "unsigned")

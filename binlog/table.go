@@ -48,6 +48,11 @@ type Column struct {
 	// values are rounded to D digits, and Debezium writes it as a double
 	// (the float widened). False for a plain FLOAT and when unknown.
 	FloatMD bool
+	// UUID marks a MariaDB UUID column (information_schema's DATA_TYPE,
+	// the history's declared type): logged as BINARY(16), its bytes in
+	// the order the server stores them; Debezium's MariaDB connector
+	// writes it as the UUID's text. False when unknown.
+	UUID bool
 	// Default is the column's default as Debezium's defaultValueExpression
 	// (ColumnDef.Default): a literal's text, "1970-01-01 00:00:00" for
 	// CURRENT_TIMESTAMP; nil without a default, for DEFAULT NULL or an

@@ -1,9 +1,10 @@
 package codec
 
 // This file writes format debezium: what Debezium's MySQL connector (3.6)
-// with Kafka Connect's JsonConverter writes as a record's value and key.
-// debezium_value.go encodes the column values, debezium_schema.go the
-// schema half (schemas.enable=true).
+// with Kafka Connect's JsonConverter writes as a record's value and key,
+// and for a MariaDB source what Debezium's MariaDB connector (3.5) writes
+// (dbzConnector). debezium_value.go encodes the column values,
+// debezium_schema.go the schema half (schemas.enable=true).
 
 import (
 	"bytes"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/jsonstr"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 // Debezium option values (Format's *Handling fields), as Debezium spells
@@ -113,11 +115,38 @@ type TxnOrder struct {
 	DataCollectionOrder int64
 }
 
+// dbzConnector is what differs between the Debezium connectors format
+// debezium writes as: Debezium's MySQL connector for a MySQL source, its
+// MariaDB connector (io.debezium.connector.mariadb.MariaDbConnector, the
+// one Debezium 3 runs on MariaDB) for a MariaDB source. Their events
+// differ in source.connector and in the names of the source block's and
+// the schema-change topic's schemas (Debezium 3.5.0, TestDebeziumOracle).
+type dbzConnector struct {
+	mariaDB bool
+	// name is source.connector: "mysql" or "mariadb".
+	name string
+	// envelopeTail, changeKeySchema and changeValueSchema are the
+	// schemas named after the connector (debezium_schema.go,
+	// debezium_ddl.go).
+	envelopeTail, changeKeySchema, changeValueSchema string
+}
+
+func newDbzConnector(name string) *dbzConnector {
+	return &dbzConnector{mariaDB: name == "mariadb", name: name, envelopeTail: dbzEnvelopeTail(name),
+		changeKeySchema: dbzSchemaChangeKeySchema(name), changeValueSchema: dbzSchemaChangeValueSchema(name)}
+}
+
+var dbzMySQL, dbzMariaDB = newDbzConnector("mysql"), newDbzConnector("mariadb")
+
 // dbzState is the Encoder's state for format debezium.
 type dbzState struct {
 	opts dbzOpts
-	// prefix is `,"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`.
-	prefix []byte
+	// conn is the connector written as: the flavor of the last
+	// transaction written (useFlavor), MySQL's before the first.
+	conn *dbzConnector
+	// prefix is `,"source":{"version":"sluice-V","connector":"mysql","name":"N","ts_ms":`
+	// (conn.name for "mysql"), and version the part up to the connector.
+	prefix, version []byte
 	// cache holds the last source block from "snapshot" up to
 	// "sequence", and the key it was built for.
 	cache struct {
@@ -148,7 +177,9 @@ type dbzState struct {
 		text   []byte
 		us, ns int
 	}
-	tables   map[*binlog.Table]*dbzTable
+	tables map[*binlog.Table]*dbzTable
+	// name is the source's name (Source.Name).
+	name     string
 	last     *dbzTable
 	scratch  []byte
 	scratch2 []byte // a second scratch: a JSON document as Debezium writes it
@@ -163,13 +194,47 @@ type dbzState struct {
 // initDebezium prepares e for format debezium.
 func (e *Encoder) initDebezium(version string) {
 	d := &dbzState{opts: e.format.dbzOpts(), tables: map[*binlog.Table]*dbzTable{}}
-	p := append([]byte(nil), `,"source":{"version":`...)
-	p = jsonstr.AppendJava(p, "sluice-"+version)
-	p = append(p, `,"connector":"mysql","name":`...)
-	p = jsonstr.AppendJava(p, e.src.Name)
-	p = append(p, `,"ts_ms":`...)
-	d.prefix = p
+	d.version = append([]byte(`,"source":{"version":`), jsonstr.AppendJava(nil, "sluice-"+version)...)
+	d.name = e.src.Name
+	d.setConnector(dbzMySQL)
 	e.dbz = d
+}
+
+// setConnector makes d write as connector c, dropping what it built for
+// another.
+func (d *dbzState) setConnector(c *dbzConnector) {
+	d.conn = c
+	p := append(d.prefix[:0], d.version...)
+	p = append(p, `,"connector":`...)
+	p = jsonstr.AppendJava(p, c.name)
+	p = append(p, `,"name":`...)
+	p = jsonstr.AppendJava(p, d.name)
+	d.prefix = append(p, `,"ts_ms":`...)
+	d.headOK = false
+	clear(d.tables)
+	d.last = nil
+}
+
+// useFlavor makes d write as the connector Debezium runs on txn's server
+// (its positions' flavor), when txn says. An encoder serves one source,
+// so this changes at most once, at its first transaction; a schema-change
+// key written before any transaction (AppendKey) is MySQL's.
+func (d *dbzState) useFlavor(txn *binlog.Txn) {
+	if txn == nil {
+		return
+	}
+	f := txn.Begin.Flavor
+	if f == "" {
+		f = txn.End.Flavor
+	}
+	if f == "" || (f == position.MariaDB) == d.conn.mariaDB {
+		return
+	}
+	if f == position.MariaDB {
+		d.setConnector(dbzMariaDB)
+	} else {
+		d.setConnector(dbzMySQL)
+	}
 }
 
 // AppendDebeziumChange appends the event of ch in format debezium with an
@@ -199,6 +264,7 @@ func (e *Encoder) AppendDebeziumChange(dst []byte, txn *binlog.Txn, ch *binlog.C
 	if e.dbz == nil {
 		return e.appendSluice(dst, txn, ch, snap)
 	}
+	e.dbz.useFlavor(txn)
 	if ch.Op == binlog.OpDDL {
 		return e.appendDbzSchemaChange(dst, txn, ch)
 	}
@@ -234,6 +300,7 @@ func (e *Encoder) AppendTruncate(dst []byte, txn *binlog.Txn, ch *binlog.Change,
 	if e.dbz == nil || ch.Table == nil {
 		return e.appendSluice(dst, txn, ch, SnapshotAuto)
 	}
+	e.dbz.useFlavor(txn)
 	return e.appendDbzEvent(dst, txn, ch, SnapshotFalse, tx, nil, nil, 't')
 }
 

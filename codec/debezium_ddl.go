@@ -16,13 +16,12 @@ import (
 	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
-// Schema names of the schema-change topic's records.
-const (
-	DbzSchemaChangeKeyName   = "io.debezium.connector.mysql.SchemaChangeKey"
-	DbzSchemaChangeValueName = "io.debezium.connector.mysql.SchemaChangeValue"
-)
-
-const dbzSchemaChangeKeySchema = `{"type":"struct","fields":[{"type":"string","optional":false,"field":"databaseName"}],"optional":false,"name":"` + DbzSchemaChangeKeyName + `","version":1}`
+// dbzSchemaChangeKeySchema is the schema of the schema-change topic's
+// keys: io.debezium.connector.<connector>.SchemaChangeKey, as Debezium's
+// SchemaFactory names it after the connector ("mysql", "mariadb").
+func dbzSchemaChangeKeySchema(connector string) string {
+	return `{"type":"struct","fields":[{"type":"string","optional":false,"field":"databaseName"}],"optional":false,"name":"io.debezium.connector.` + connector + `.SchemaChangeKey","version":1}`
+}
 
 const dbzColumnSchema = `{"type":"struct","fields":[` +
 	`{"type":"string","optional":false,"field":"name"},` +
@@ -49,8 +48,14 @@ const dbzTableSchema = `{"type":"struct","fields":[` +
 	`{"type":"string","optional":true,"field":"comment"}` +
 	`],"optional":true,"name":"io.debezium.connector.schema.Table","version":1,"field":"table"}`
 
-const dbzSchemaChangeValueSchema = `{"type":"struct","fields":[` +
-	dbzSourceSchema + `,` +
+// dbzSchemaChangeValueSchema is the schema of the schema-change topic's
+// values: io.debezium.connector.<connector>.SchemaChangeValue.
+func dbzSchemaChangeValueSchema(connector string) string {
+	return `{"type":"struct","fields":[` + dbzSourceSchema(connector) + dbzSchemaChangeValueRest +
+		`],"optional":false,"name":"io.debezium.connector.` + connector + `.SchemaChangeValue","version":1}`
+}
+
+const dbzSchemaChangeValueRest = `,` +
 	`{"type":"int64","optional":false,"field":"ts_ms"},` +
 	`{"type":"string","optional":true,"field":"databaseName"},` +
 	`{"type":"string","optional":true,"field":"schemaName"},` +
@@ -59,8 +64,7 @@ const dbzSchemaChangeValueSchema = `{"type":"struct","fields":[` +
 	`{"type":"string","optional":false,"field":"type"},` +
 	`{"type":"string","optional":false,"field":"id"},` +
 	dbzTableSchema +
-	`],"optional":false,"name":"io.debezium.connector.schema.Change","version":1},"optional":false,"field":"tableChanges"}` +
-	`],"optional":false,"name":"` + DbzSchemaChangeValueName + `","version":1}`
+	`],"optional":false,"name":"io.debezium.connector.schema.Change","version":1},"optional":false,"field":"tableChanges"}`
 
 // schemaChangeDB is the database a DDL change applies to: its first
 // table change's, else the one it names or ran in.
@@ -76,7 +80,7 @@ func schemaChangeDB(ch *binlog.Change) string {
 func (e *Encoder) appendDbzSchemaChangeKey(dst []byte, ch *binlog.Change) []byte {
 	if e.dbz.opts.schemas {
 		dst = append(dst, `{"schema":`...)
-		dst = append(dst, dbzSchemaChangeKeySchema...)
+		dst = append(dst, e.dbz.conn.changeKeySchema...)
 		dst = append(dst, `,"payload":`...)
 	}
 	dst = append(dst, `{"databaseName":`...)
@@ -108,7 +112,7 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 	now := e.nowNano()
 	if d.opts.schemas {
 		dst = append(dst, `{"schema":`...)
-		dst = append(dst, dbzSchemaChangeValueSchema...)
+		dst = append(dst, e.dbz.conn.changeValueSchema...)
 		dst = append(dst, `,"payload":`...)
 	}
 	db := schemaChangeDB(ch)

@@ -16,9 +16,10 @@ import (
 	"github.com/sluice-cdc/sluice/internal/jsonstr"
 )
 
-// dbzSourceSchema is the schema of MySQL's source block (Debezium 3.6:
-// io.debezium.connector.mysql.Source, version 1).
-const dbzSourceSchema = `{"type":"struct","fields":[` +
+// dbzSourceSchema is the schema of the source block, up to its name:
+// io.debezium.connector.<connector>.Source, version 1, the same fields for
+// MySQL (Debezium 3.6.1) and MariaDB (Debezium 3.5.0; dbzConnector).
+const dbzSourceSchemaFields = `{"type":"struct","fields":[` +
 	`{"type":"string","optional":false,"field":"version"},` +
 	`{"type":"string","optional":false,"field":"connector"},` +
 	`{"type":"string","optional":false,"field":"name"},` +
@@ -36,7 +37,7 @@ const dbzSourceSchema = `{"type":"struct","fields":[` +
 	`{"type":"int32","optional":false,"field":"row"},` +
 	`{"type":"int64","optional":true,"field":"thread"},` +
 	`{"type":"string","optional":true,"field":"query"}` +
-	`],"optional":false,"name":"io.debezium.connector.mysql.Source","version":1,"field":"source"}`
+	`],"optional":false,"name":"`
 
 // dbzTxnSchema is the schema of the "transaction" block.
 const dbzTxnSchema = `{"type":"struct","fields":[` +
@@ -45,9 +46,19 @@ const dbzTxnSchema = `{"type":"struct","fields":[` +
 	`{"type":"int64","optional":false,"field":"data_collection_order"}` +
 	`],"optional":true,"name":"event.block","version":1,"field":"transaction"}`
 
+// dbzSourceSchema is the source block's schema of a connector ("mysql",
+// "mariadb").
+func dbzSourceSchema(connector string) string {
+	return dbzSourceSchemaFields + "io.debezium.connector." + connector + `.Source","version":1,"field":"source"}`
+}
+
 // dbzEnvelopeTail is the envelope's fields after the value structs and
 // the source block, and the envelope's own attributes up to its name.
-const dbzEnvelopeTail = dbzSourceSchema + `,` + dbzTxnSchema + `,` +
+func dbzEnvelopeTail(connector string) string {
+	return dbzSourceSchema(connector) + dbzEnvelopeTailRest
+}
+
+const dbzEnvelopeTailRest = `,` + dbzTxnSchema + `,` +
 	`{"type":"string","optional":false,"field":"op"},` +
 	`{"type":"int64","optional":true,"field":"ts_ms"},` +
 	`{"type":"int64","optional":true,"field":"ts_us"},` +
@@ -72,7 +83,7 @@ func (d *dbzState) appendEnvelopeSchema(dst []byte, name string, t *binlog.Table
 		dst = append(dst, f...)
 		dst = append(dst, `"},`...)
 	}
-	dst = append(dst, dbzEnvelopeTail...)
+	dst = append(dst, d.conn.envelopeTail...)
 	dst = jsonstr.AppendJava(dst, p+".Envelope")
 	return append(dst, `,"version":2}`...)
 }
@@ -249,6 +260,9 @@ func (d *dbzState) columnType(col *binlog.Column) (typ, logical string, version 
 		}
 		return "int64", "io.debezium.time.MicroTime", 1, nil
 	case binlog.KindBytes:
+		if col.UUID {
+			return "string", "io.debezium.data.Uuid", 1, nil
+		}
 		if d.opts.binary == 'b' {
 			return "bytes", "", 0, nil
 		}
@@ -263,6 +277,10 @@ func (d *dbzState) columnType(col *binlog.Column) (typ, logical string, version 
 	case binlog.KindSet:
 		return "string", "io.debezium.data.EnumSet", 1, []string{"allowed", allowedList(col.Set)}
 	case binlog.KindJSON:
+		if col.Type != mysql.MYSQL_TYPE_JSON {
+			// MariaDB's JSON, a LONGTEXT to Debezium's MariaDB connector.
+			return "string", "", 0, nil
+		}
 		return "string", "io.debezium.data.Json", 1, nil
 	case binlog.KindVector:
 		return "array", "io.debezium.data.FloatVector", 1, nil

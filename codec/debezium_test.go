@@ -250,7 +250,7 @@ var dbzCases = func() []dbzCase {
 		// JSON: a string holding the (compacted) document.
 		{name: "json", col: binlog.Column{Type: mysql.MYSQL_TYPE_JSON, Kind: binlog.KindJSON}, val: str(binlog.KindJSON, `{"a": [1, 2.5, "x"], "b": null}`),
 			want: w(`"{\"a\":[1,2.5,\"x\"],\"b\":null}"`), schema: `{"type":"string","optional":false,"name":"io.debezium.data.Json","version":1}`},
-		{name: "json empty nullable", col: nullable(binlog.Column{Kind: binlog.KindJSON}), val: str(binlog.KindJSON, ""), want: w("null")},
+		{name: "json empty nullable", col: nullable(binlog.Column{Type: mysql.MYSQL_TYPE_JSON, Kind: binlog.KindJSON}), val: str(binlog.KindJSON, ""), want: w("null")},
 
 		// ENUM and SET: labels, with the allowed values in the schema.
 		{name: "enum", col: enum, val: binlog.NumValue(binlog.KindEnum, 2), want: w(`"b"`),

@@ -1,7 +1,8 @@
 package codec
 
 // Column values in format debezium: what Debezium's MySQL connector's
-// value converters produce, as Kafka Connect's JsonConverter writes them.
+// value converters produce (and its MariaDB connector's, for a MariaDB
+// source: d.conn), as Kafka Connect's JsonConverter writes them.
 
 import (
 	"bytes"
@@ -96,6 +97,15 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 	case binlog.KindTimestamp:
 		sec, micro := v.Timestamp()
 		if sec == 0 && micro == 0 {
+			if d.conn.mariaDB && !d.snap {
+				// Debezium's MariaDB connector reads a streamed zero
+				// TIMESTAMP as the instant 0, with the column's digits,
+				// in a nullable column too (Debezium 3.5.0,
+				// TestDebeziumOracle).
+				dst = append(dst, `"1970-01-01T00:00:00`...)
+				dst = appendFrac(dst, 0, col.Frac)
+				return append(dst, 'Z', '"')
+			}
 			return d.appendZero(dst, col, zeroTimestampText)
 		}
 		frac := col.Frac
@@ -120,6 +130,9 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		return appendJavaText(dst, v.Bytes(), col.Charset)
 	case binlog.KindBytes:
 		b := v.Bytes()
+		if col.UUID && len(b) <= 16 {
+			return d.appendDbzUUID(dst, b)
+		}
 		if n := fixedBinaryLen(col); len(b) < n {
 			// BINARY(n): the binlog drops trailing zero bytes; Debezium pads.
 			d.scratch = append(append(d.scratch[:0], b...), make([]byte, n-len(b))...)
@@ -152,6 +165,12 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 		return appendDbzSet(dst, v.Uint(), col.Set)
 	case binlog.KindJSON:
 		doc := v.Bytes()
+		if col.Type != mysql.MYSQL_TYPE_JSON {
+			// MariaDB's JSON, a LONGTEXT: its text as stored, a plain
+			// string, as Debezium's MariaDB connector writes it
+			// (Debezium 3.5.0, TestDebeziumOracle).
+			return appendJavaText(dst, doc, col.Charset)
+		}
 		if len(doc) == 0 {
 			if col.Nullable {
 				return append(dst, "null"...)
@@ -167,13 +186,10 @@ func (d *dbzState) appendValue(dst []byte, col *binlog.Column, v *binlog.Value) 
 			d.scratch2 = appendMySQLJSONSpacing(d.scratch2[:0], d.scratch)
 			return jsonstr.AppendJava(dst, d.scratch2)
 		}
-		if col.Type == mysql.MYSQL_TYPE_JSON {
-			// A streamed binary document as Debezium's binlog library
-			// formats it (appendDbzJSONText).
-			d.scratch2 = appendDbzJSONText(d.scratch2[:0], d.scratch)
-			return jsonstr.AppendJava(dst, d.scratch2)
-		}
-		return jsonstr.AppendJava(dst, d.scratch)
+		// A streamed binary document as Debezium's binlog library
+		// formats it (appendDbzJSONText).
+		d.scratch2 = appendDbzJSONText(d.scratch2[:0], d.scratch)
+		return jsonstr.AppendJava(dst, d.scratch2)
 	case binlog.KindVector:
 		b := v.Bytes()
 		dst = append(dst, '[')
@@ -550,4 +566,38 @@ func appendJavaFloat(dst []byte, f float64, bitSize int) []byte {
 	}
 	dst = append(dst, 'E')
 	return strconv.AppendInt(dst, int64(exp), 10)
+}
+
+// appendUUID appends the 16 bytes b as a UUID's text in quotes,
+// lower-case hex in groups of 8-4-4-4-12.
+func appendUUID(dst []byte, b []byte) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, hexDigits[c>>4], hexDigits[c&15])
+	}
+	return append(dst, '"')
+}
+
+// appendDbzUUID appends a MariaDB UUID as Debezium's MariaDB connector
+// writes it: its text, in every binary.handling.mode. A streamed one is
+// the binlog's BINARY(16), whose trailing zero bytes the server drops, and
+// Debezium pads what is left with zeros in front:
+// 123e4567-e89b-12d3-a456-426614174000 is streamed as
+// 00123e45-67e8-9b12-d3a4-564266141740 (Debezium 3.5.0,
+// TestDebeziumOracle); a snapshot's is read as text, unchanged.
+func (d *dbzState) appendDbzUUID(dst []byte, b []byte) []byte {
+	if !d.snap {
+		b = bytes.TrimRight(b, "\x00")
+	}
+	var u [16]byte
+	if d.snap {
+		copy(u[:], b) // BINARY(16): zero-padded at the end
+	} else {
+		copy(u[16-len(b):], b)
+	}
+	return appendUUID(dst, u[:])
 }

@@ -243,7 +243,9 @@ func dbzSchemaChangeTopic(t *testing.T, flavor position.Flavor) {
 		t.Errorf("column v: comment %v length %v, want 'the value' and 20", c.Comment, c.Length)
 	}
 
-	// Schemas on: the same events under Debezium's schema names.
+	// Schemas on: the same events under Debezium's schema names, its
+	// MariaDB connector's on MariaDB.
+	names := "io.debezium.connector." + string(flavor) + ".SchemaChange"
 	if len(srecs) != 3 {
 		t.Fatalf("%d schema-change records with schemas, want 3", len(srecs))
 	}
@@ -256,10 +258,10 @@ func dbzSchemaChangeTopic(t *testing.T, flavor position.Flavor) {
 			Schema  struct{ Name string }
 			Payload map[string]string
 		}
-		if err := json.Unmarshal(r.Value, &env); err != nil || env.Schema.Name != "io.debezium.connector.mysql.SchemaChangeValue" {
+		if err := json.Unmarshal(r.Value, &env); err != nil || env.Schema.Name != names+"Value" {
 			t.Errorf("record %d with schemas: %v: %.200s", i, err, r.Value)
 		}
-		if err := json.Unmarshal(r.Key, &key); err != nil || key.Schema.Name != "io.debezium.connector.mysql.SchemaChangeKey" || key.Payload["databaseName"] != "app" {
+		if err := json.Unmarshal(r.Key, &key); err != nil || key.Schema.Name != names+"Key" || key.Payload["databaseName"] != "app" {
 			t.Errorf("record %d key with schemas: %v: %s", i, err, r.Key)
 		}
 		var ev dbzSchemaChange

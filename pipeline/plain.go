@@ -175,6 +175,16 @@ func (o *plainOut) appendLine(dst []byte, t *binlog.Txn, ch *binlog.Change, snap
 			return append(append(dst, kc.Create...), '\n')
 		}
 	}
+	if o.keys && ch.Op == binlog.OpDDL {
+		// The value first: format debezium names a schema-change key
+		// after the connector of the value's transaction's server.
+		v := o.enc.AppendSnapshotChange(nil, t, ch, snap)
+		k := len(dst)
+		if dst = o.enc.AppendKey(dst, ch); len(dst) == k {
+			dst = append(dst, "null"...)
+		}
+		return append(append(dst, '\t'), v...)
+	}
 	if o.keys {
 		k := len(dst)
 		if dst = o.enc.AppendKey(dst, ch); len(dst) == k {

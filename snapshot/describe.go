@@ -265,6 +265,7 @@ func setType(col *binlog.Column, mariaDB bool, dataType, colType string, prec, s
 		// network order, the UUID's bytes), which SelectList selects
 		// with a cast (SELECT itself gives the text, '::1').
 		col.Charset, col.Collation = "binary", collationBinary
+		col.UUID = dataType == "uuid"
 		text(mysql.MYSQL_TYPE_STRING)
 	default:
 		// Other plugin types reach the binlog in an internal binary form

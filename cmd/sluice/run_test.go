@@ -28,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-cdc/sluice/codec"
+	"github.com/sluice-cdc/sluice/internal/dbzharness"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/kafkaenv"
 	"github.com/sluice-cdc/sluice/internal/testenv/natsenv"
@@ -264,7 +265,7 @@ func (e *runEnv) checkKafkaSecondOpinions(t *testing.T, n int) {
 			kcatEvs = append(kcatEvs, ev)
 		}
 	}
-	recs, err := debeziumT(t).Consume(context.Background(), e.kafka.brokers, e.kafka.topics, time.Minute)
+	recs, err := debeziumT(t, dbzharness.DebeziumVersion).Consume(context.Background(), e.kafka.brokers, e.kafka.topics, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

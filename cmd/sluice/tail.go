@@ -144,6 +144,11 @@ type printer struct {
 	snapBlocked time.Duration
 }
 
+// appendValue appends the line of t's change i.
+func (p *printer) appendValue(b []byte, t *binlog.Txn, i int) []byte {
+	return p.enc.AppendSnapshotChange(b, t, &t.Changes[i], codec.SnapshotOf(t, i))
+}
+
 func newPrinter(w io.Writer, o outputOpts) *printer {
 	return &printer{
 		w:     bufio.NewWriterSize(w, 256<<10),
@@ -169,6 +174,13 @@ func (p *printer) txn(t *binlog.Txn) error {
 				}
 			}
 			b := p.w.AvailableBuffer()
+			var ddl []byte
+			if p.keys && ch.Op == binlog.OpDDL {
+				// The value first: format debezium names a schema-change
+				// key after the connector of the value's transaction's
+				// server.
+				ddl = p.appendValue(nil, t, i)
+			}
 			if p.keys {
 				n := len(b)
 				if b = p.enc.AppendKey(b, ch); len(b) == n {
@@ -176,7 +188,11 @@ func (p *printer) txn(t *binlog.Txn) error {
 				}
 				b = append(b, '\t')
 			}
-			b = p.enc.AppendSnapshotChange(b, t, ch, codec.SnapshotOf(t, i))
+			if ddl != nil {
+				b = append(b, ddl...)
+			} else {
+				b = p.appendValue(b, t, i)
+			}
 			if _, err := p.w.Write(b); err != nil {
 				return fmt.Errorf("writing output: %w", err)
 			}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/pipeline"
+	"github.com/sluice-cdc/sluice/position"
 )
 
 // The tail sink prints a batch's values in order, whether they lie one
@@ -61,3 +64,22 @@ func TestTailSinkWrite(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// tail --keys writes a schema-change event's key after encoding its
+// value, so that the key is named after the value's server's connector
+// from the first transaction on (format debezium on MariaDB:
+// io.debezium.connector.mariadb.SchemaChangeKey).
+func TestTailKeysSchemaChange(t *testing.T) {
+	var out bytes.Buffer
+	p := newPrinter(&out, outputOpts{format: "debezium", schemas: true, keys: true, name: "srv"})
+	txn := &binlog.Txn{Last: true, Begin: position.Position{Flavor: position.MariaDB}, Changes: []binlog.Change{
+		{Op: binlog.OpDDL, Query: "CREATE TABLE t (id INT)", Schema: "app", File: "mysql-bin.000001", Pos: 4}}}
+	if err := p.txn(txn); err != nil {
+		t.Fatal(err)
+	}
+	key, value, ok := strings.Cut(out.String(), "\t")
+	if !ok || !strings.Contains(key, `"name":"io.debezium.connector.mariadb.SchemaChangeKey"`) ||
+		!strings.Contains(value, `"name":"io.debezium.connector.mariadb.SchemaChangeValue"`) || !strings.HasSuffix(value, "\n") {
+		t.Fatalf("printed %.600s", out.String())
+	}
+}

@@ -1,20 +1,25 @@
 //go:build linux
 
 // Package dbzharness runs Debezium itself, as the oracle of the tests of
-// format debezium: Debezium Embedded 3.6.1.Final with its MySQL connector
-// and Kafka Connect's JsonConverter (the connect-json that Debezium 3.6.1
-// depends on), in one JVM that serves many captures.
+// format debezium: Debezium Embedded with a connector and Kafka Connect's
+// JsonConverter (the connect-json that Debezium depends on), in one JVM
+// that serves many captures. Two builds exist, each one Debezium version
+// for every module of its class path: DebeziumVersion (3.6.1.Final) with
+// the MySQL connector, and MariaDBVersion (3.5.0.Final) with the MariaDB
+// connector (its 3.6.1.Final is not served by the registry this project
+// builds from; the MySQL connector of Debezium 3 refuses MariaDB).
 //
 // The Java side is this directory's pom.xml and src/ (the project's own
-// test equipment, never shipped). Build compiles it with Maven once into
-// the test cache ($SLUICE_TESTENV_CACHE, else the user's cache directory's
-// sluice-testenv, as for throwaway's MySQL), keyed by a hash of its
-// sources, with Maven's local repository there too (m2/), so that later
-// runs build offline. Start runs the JVM; each Capture hands it Debezium's
-// properties and reads back the records, each as its topic, key and value
-// as JsonConverter serialised them:
+// test equipment, never shipped). Build compiles it with Maven once per
+// version into the test cache ($SLUICE_TESTENV_CACHE, else the user's
+// cache directory's sluice-testenv, as for throwaway's MySQL), keyed by a
+// hash of its sources and the version, with Maven's local repository
+// there too (m2/), so that later runs build offline. Start runs a JVM of
+// a version; each Capture hands it Debezium's properties and reads back
+// the records, each as its topic, key and value as JsonConverter
+// serialised them:
 //
-//	h, err := dbzharness.Start(ctx)
+//	h, err := dbzharness.Start(ctx, dbzharness.DebeziumVersion)
 //	defer h.Close()
 //	recs, err := h.Capture(ctx, dbzharness.MySQLProps(db.Host, db.Port, "root", "pw", "oracle.t", 5401), 10, 5*time.Second)
 //
@@ -47,10 +52,33 @@ import (
 
 	"github.com/sluice-cdc/sluice/internal/flock"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
+	"github.com/sluice-cdc/sluice/position"
 )
 
-// DebeziumVersion is the version of every Debezium module the harness runs.
-const DebeziumVersion = "3.6.1.Final"
+// The Debezium versions the harness builds, each with its connector
+// (connectors): every Debezium module of a class path is of one version.
+const (
+	// DebeziumVersion runs the MySQL connector (MySQLProps).
+	DebeziumVersion = "3.6.1.Final"
+	// MariaDBVersion runs the MariaDB connector (MariaDBProps): the
+	// newest whose debezium-connector-mariadb the registry serves.
+	MariaDBVersion = "3.5.0.Final"
+)
+
+// connectors maps each version Build knows to its connector, the suffix of
+// the artifact debezium-connector-<name> (pom.xml's debezium.connector).
+var connectors = map[string]string{
+	DebeziumVersion: "mysql",
+	MariaDBVersion:  "mariadb",
+}
+
+// VersionFor is the version whose connector reads flavor's servers.
+func VersionFor(flavor position.Flavor) string {
+	if flavor == position.MariaDB {
+		return MariaDBVersion
+	}
+	return DebeziumVersion
+}
 
 // ErrNotInstalled is returned when Maven or a JDK is missing.
 var ErrNotInstalled = errors.New("dbzharness: Maven or a JDK 17+ is not installed (run 'make deps', or apt-get install maven openjdk-17-jdk-headless)")
@@ -64,11 +92,16 @@ type Record struct {
 	SchemaKey, SchemaValue json.RawMessage
 }
 
-// Build compiles the harness if the cache does not hold this source's
-// build yet, and returns the java command's class path (the harness jar
-// and its dependencies).
-func Build(ctx context.Context) (classpath string, err error) {
-	sum, err := hashSources()
+// Build compiles the harness with Debezium version (DebeziumVersion or
+// MariaDBVersion) if the cache does not hold this source's build of it
+// yet, and returns the java command's class path (the harness jar and its
+// dependencies).
+func Build(ctx context.Context, version string) (classpath string, err error) {
+	connector, ok := connectors[version]
+	if !ok {
+		return "", fmt.Errorf("dbzharness: no build of Debezium %q (known: %s, %s)", version, DebeziumVersion, MariaDBVersion)
+	}
+	sum, err := hashSources(version, connector)
 	if err != nil {
 		return "", err
 	}
@@ -104,7 +137,8 @@ func Build(ctx context.Context) (classpath string, err error) {
 	}
 	repo := filepath.Join(cache, "m2")
 	mvn := func(offline bool) ([]byte, error) {
-		args := []string{"-B", "-q", "-Dmaven.repo.local=" + repo, "package"}
+		args := []string{"-B", "-q", "-Dmaven.repo.local=" + repo,
+			"-Ddebezium.version=" + version, "-Ddebezium.connector=" + connector, "package"}
 		if offline {
 			args = append([]string{"-o"}, args...)
 		}
@@ -116,7 +150,7 @@ func Build(ctx context.Context) (classpath string, err error) {
 	// Offline first: once the repository is warm no network is needed.
 	if _, err := mvn(true); err != nil {
 		if b, err := mvn(false); err != nil {
-			return "", fmt.Errorf("dbzharness: mvn package (Debezium %s, Maven Central must be reachable on the first build): %w\n%s", DebeziumVersion, err, tail(b, 40))
+			return "", fmt.Errorf("dbzharness: mvn package (Debezium %s, connector %s; Maven Central must be reachable on the first build): %w\n%s", version, connector, err, tail(b, 40))
 		}
 	}
 	tmp := out + ".tmp"
@@ -173,13 +207,16 @@ type Harness struct {
 	stderr *tailBuffer
 	dir    string
 	n      int
+	// Version is the Debezium version the JVM runs.
+	Version string
 	// Started is how long the JVM took to start and answer.
 	Started time.Duration
 }
 
-// Start builds the harness if needed and starts its JVM.
-func Start(ctx context.Context) (*Harness, error) {
-	cp, err := Build(ctx)
+// Start builds the harness with Debezium version if needed and starts its
+// JVM.
+func Start(ctx context.Context, version string) (*Harness, error) {
+	cp, err := Build(ctx, version)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +240,7 @@ func Start(ctx context.Context) (*Harness, error) {
 	// Its own process group, killed with the test binary (stdin's end ends
 	// it too).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	h := &Harness{cmd: cmd, dir: dir, stderr: &tailBuffer{max: 64 << 10}}
+	h := &Harness{cmd: cmd, dir: dir, stderr: &tailBuffer{max: 64 << 10}, Version: version}
 	cmd.Stderr = h.stderr
 	if h.stdin, err = cmd.StdinPipe(); err != nil {
 		return nil, fmt.Errorf("dbzharness: %w", err)
@@ -433,13 +470,28 @@ func (h *Harness) Close() error {
 	return os.RemoveAll(h.dir)
 }
 
-// MySQLProps are the connector options for a server at host:port read by
-// user, capturing tables (Debezium's table.include.list, a regular
+// MySQLProps are the connector options for a MySQL server at host:port
+// read by user, capturing tables (Debezium's table.include.list, a regular
 // expression over db.table), with serverID as the replica's server id.
-// The topic prefix is "sluice", tail's default source name.
+// The topic prefix is "sluice", tail's default source name. They need a
+// harness of DebeziumVersion.
 func MySQLProps(host string, port int, user, password, tables string, serverID uint32) map[string]string {
+	p := connectorProps("io.debezium.connector.mysql.MySqlConnector", host, port, user, password, tables, serverID)
+	p["database.ssl.mode"] = "disabled"
+	return p
+}
+
+// MariaDBProps are MySQLProps for a MariaDB server, read by Debezium's
+// MariaDB connector: they need a harness of MariaDBVersion.
+func MariaDBProps(host string, port int, user, password, tables string, serverID uint32) map[string]string {
+	p := connectorProps("io.debezium.connector.mariadb.MariaDbConnector", host, port, user, password, tables, serverID)
+	p["database.ssl.mode"] = "disable" // the MariaDB connector's name for it
+	return p
+}
+
+func connectorProps(class, host string, port int, user, password, tables string, serverID uint32) map[string]string {
 	return map[string]string{
-		"connector.class":        "io.debezium.connector.mysql.MySqlConnector",
+		"connector.class":        class,
 		"database.hostname":      host,
 		"database.port":          strconv.Itoa(port),
 		"database.user":          user,
@@ -448,7 +500,6 @@ func MySQLProps(host string, port int, user, password, tables string, serverID u
 		"topic.prefix":           "sluice",
 		"table.include.list":     tables,
 		"include.schema.changes": "false",
-		"database.ssl.mode":      "disabled",
 	}
 }
 
@@ -458,7 +509,7 @@ func MySQLProps(host string, port int, user, password, tables string, serverID u
 // (with schemas when schemas) to output, and prints its rows=N ...
 // summary. dir holds the properties and the schema history.
 func BenchCommand(ctx context.Context, dir string, props map[string]string, max int64, schemas bool, output string) (*exec.Cmd, error) {
-	cp, err := Build(ctx)
+	cp, err := Build(ctx, DebeziumVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -543,9 +594,11 @@ func javaEnv() []string {
 //go:embed pom.xml src
 var sources embed.FS
 
-// hashSources hashes pom.xml and src/.
-func hashSources() (string, error) {
+// hashSources hashes pom.xml and src/, and the version and connector they
+// are built with.
+func hashSources(version, connector string) (string, error) {
 	h := sha256.New()
+	fmt.Fprintf(h, "debezium %s %s\x00", version, connector)
 	err := fs.WalkDir(sources, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
