@@ -251,7 +251,13 @@ func debeziumOracle(t *testing.T, bin string, flavor position.Flavor) {
 		if snapshot {
 			// Both read the tables in an order of their own (Debezium's
 			// varies from run to run): compared table by table, each in
-			// the order read.
+			// the order read. Which table's rows carry "first" and
+			// "last" follows that order, so the markers are checked in
+			// each one's order, then compared as the table's first and
+			// last (snapshotMarkers).
+			snapshotMarkers(t, "sluice", plain, false)
+			snapshotMarkers(t, "sluice --schemas", schemas, true)
+			snapshotMarkers(t, "Debezium", theirs, false)
 			byTable(plain, false)
 			byTable(schemas, true)
 			byTable(theirs, false)
@@ -375,6 +381,75 @@ func gtidExecuted(t *testing.T, db *testenv.Server) string {
 	}
 	g, _ := rs.GetString(0, 0)
 	return strings.ReplaceAll(g, "\n", "")
+}
+
+// snapshotMarkers checks the source.snapshot markers of a snapshot's
+// records in the order written, as Debezium sets them: "first" on the
+// first record, "last" on the last, each table's first and last records
+// "first_in_data_collection" and "last_in_data_collection" (last, first,
+// a table's last, a table's first, in that precedence), "true" on the
+// rest. It then rewrites each record's marker (in both of a record's
+// values) to the one it would carry were its table read alone and
+// neither first nor last of the snapshot, so that records compared
+// table by table compare the tables' own markers.
+func snapshotMarkers(t *testing.T, who string, recs []dbzharness.Record, schemas bool) {
+	t.Helper()
+	type src struct {
+		Table, Snapshot string
+	}
+	marker := func(r dbzharness.Record) src {
+		var v struct {
+			Source  src `json:"source"`
+			Payload struct {
+				Source src `json:"source"`
+			} `json:"payload"`
+		}
+		if err := json.Unmarshal(r.Value, &v); err != nil {
+			t.Fatalf("%s: a record's value is not JSON: %v: %s", who, err, r.Value)
+		}
+		if schemas {
+			return v.Payload.Source
+		}
+		return v.Source
+	}
+	firstOf, lastOf := map[string]int{}, map[string]int{}
+	for i, r := range recs {
+		m := marker(r)
+		if _, ok := firstOf[m.Table]; !ok {
+			firstOf[m.Table] = i
+		}
+		lastOf[m.Table] = i
+	}
+	for i, r := range recs {
+		m := marker(r)
+		want := "true"
+		switch {
+		case i == len(recs)-1:
+			want = "last"
+		case i == 0:
+			want = "first"
+		case lastOf[m.Table] == i:
+			want = "last_in_data_collection"
+		case firstOf[m.Table] == i:
+			want = "first_in_data_collection"
+		}
+		if m.Snapshot != want {
+			t.Errorf("%s: record %d of %d (table %s): source.snapshot %q, want %q", who, i, len(recs), m.Table, m.Snapshot, want)
+		}
+	}
+	for i := range recs {
+		m := marker(recs[i])
+		role := "true" // the record's marker were its table read alone
+		switch i {
+		case lastOf[m.Table]:
+			role = "last_in_data_collection"
+		case firstOf[m.Table]:
+			role = "first_in_data_collection"
+		}
+		from, to := []byte(`"snapshot":"`+m.Snapshot+`"`), []byte(`"snapshot":"`+role+`"`)
+		recs[i].Value = bytes.Replace(recs[i].Value, from, to, 1)
+		recs[i].SchemaValue = bytes.Replace(recs[i].SchemaValue, from, to, 1)
+	}
 }
 
 // byTable sorts records by their source.table, stably.
