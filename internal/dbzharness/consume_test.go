@@ -5,6 +5,7 @@ package dbzharness
 import (
 	"bytes"
 	"encoding/base64"
+	"slices"
 	"testing"
 )
 
@@ -34,5 +35,25 @@ func TestParseConsumed(t *testing.T) {
 	}
 	if _, err := parseConsumed([]byte("db.t\t0\t7\n")); err == nil {
 		t.Error("a line of three fields parsed")
+	}
+}
+
+func TestSplitSQL(t *testing.T) {
+	got, err := SplitSQL("-- a comment; not a statement\nCREATE TABLE t (a VARCHAR(5) DEFAULT 'x;y', b INT COMMENT \"it\\\"s;\") ; # another;\n" +
+		"INSERT INTO t VALUES ('a''b;', 1);/* c; */ /*!40101 SET x = 1 */;\n\n;SELECT `a;b`")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"CREATE TABLE t (a VARCHAR(5) DEFAULT 'x;y', b INT COMMENT \"it\\\"s;\")",
+		"INSERT INTO t VALUES ('a''b;', 1)",
+		"/*!40101 SET x = 1 */",
+		"SELECT `a;b`",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("SplitSQL:\n got %q\nwant %q", got, want)
+	}
+	if _, err := SplitSQL("SELECT 'open"); err == nil {
+		t.Error("SplitSQL of an open quote: no error")
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -97,6 +98,19 @@ type Record struct {
 // yet, and returns the java command's class path (the harness jar and its
 // dependencies).
 func Build(ctx context.Context, version string) (classpath string, err error) {
+	out, err := build(ctx, version)
+	if err != nil {
+		return "", err
+	}
+	cp, ok := built(out)
+	if !ok {
+		return "", fmt.Errorf("dbzharness: the build in %s is incomplete", out)
+	}
+	return cp, nil
+}
+
+// build is Build's work: it returns the build's directory in the cache.
+func build(ctx context.Context, version string) (string, error) {
 	connector, ok := connectors[version]
 	if !ok {
 		return "", fmt.Errorf("dbzharness: no build of Debezium %q (known: %s, %s)", version, DebeziumVersion, MariaDBVersion)
@@ -110,8 +124,8 @@ func Build(ctx context.Context, version string) (classpath string, err error) {
 		return "", err
 	}
 	out := filepath.Join(cache, "dbzharness-"+sum[:16])
-	if cp, ok := built(out); ok {
-		return cp, nil
+	if _, ok := built(out); ok {
+		return out, nil
 	}
 	if _, err := exec.LookPath("mvn"); err != nil {
 		return "", ErrNotInstalled
@@ -124,8 +138,8 @@ func Build(ctx context.Context, version string) (classpath string, err error) {
 		return "", fmt.Errorf("dbzharness: %w", err)
 	}
 	defer unlock()
-	if cp, ok := built(out); ok {
-		return cp, nil
+	if _, ok := built(out); ok {
+		return out, nil
 	}
 	work, err := os.MkdirTemp(cache, "dbzharness-build-")
 	if err != nil {
@@ -167,15 +181,128 @@ func Build(ctx context.Context, version string) (classpath string, err error) {
 			return "", fmt.Errorf("dbzharness: %w", err)
 		}
 	}
+	if err := os.CopyFS(filepath.Join(tmp, "corpus"), os.DirFS(filepath.Join(work, "target", "corpus", "ddl"))); err != nil {
+		return "", fmt.Errorf("dbzharness: mvn package unpacked no corpus: %w", err)
+	}
 	os.RemoveAll(out)
 	if err := os.Rename(tmp, out); err != nil {
 		return "", fmt.Errorf("dbzharness: %w", err)
 	}
-	cp, ok := built(out)
-	if !ok {
-		return "", fmt.Errorf("dbzharness: the build in %s is incomplete", out)
+	return out, nil
+}
+
+// Script is one of Debezium's connector test scripts.
+type Script struct {
+	// Name is the script's file name without ".sql" (Debezium's tests
+	// run it in a database of that name).
+	Name string
+	// Statements are its statements, comments left out, without their
+	// closing ";".
+	Statements []string
+}
+
+// Corpus returns Debezium's own connector test scripts (the ddl/*.sql of
+// io.debezium:debezium-connector-binlog's test jar at version, fetched by
+// the harness's build), sorted by name.
+func Corpus(ctx context.Context, version string) ([]Script, error) {
+	out, err := build(ctx, version)
+	if err != nil {
+		return nil, err
 	}
-	return cp, nil
+	dir := filepath.Join(out, "corpus")
+	files, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("dbzharness: no scripts in %s (%v)", dir, err)
+	}
+	sort.Strings(files)
+	var scripts []Script
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("dbzharness: %w", err)
+		}
+		// Debezium's runner (UniqueDatabase) drops every line that starts
+		// with "--" ("--- Left empty on purpose" too, which is no comment to
+		// the server), and its scripts write the ";" inside a routine's body
+		// as "$$", made ";" once the script is split.
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+				lines = append(lines, l)
+			}
+		}
+		stmts, err := SplitSQL(strings.Join(lines, "\n"))
+		if err != nil {
+			return nil, fmt.Errorf("dbzharness: %s: %w", filepath.Base(f), err)
+		}
+		for i := range stmts {
+			stmts[i] = strings.ReplaceAll(stmts[i], "$$", ";")
+		}
+		scripts = append(scripts, Script{Name: strings.TrimSuffix(filepath.Base(f), ".sql"), Statements: stmts})
+	}
+	return scripts, nil
+}
+
+// SplitSQL splits a script as the mysql client does without DELIMITER:
+// at each ";" outside quotes ('…', "…", `…`, with backslash escapes in
+// the first two) and comments (-- and # to the end of the line, /* … */;
+// MySQL's executable /*! … */ comments are kept). Comments are left out,
+// empty statements dropped.
+func SplitSQL(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	flush := func() {
+		if st := strings.TrimSpace(cur.String()); st != "" {
+			out = append(out, st)
+		}
+		cur.Reset()
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'' || c == '"' || c == '`':
+			j := i + 1
+			for ; j < len(s); j++ {
+				if s[j] == '\\' && c != '`' {
+					j++
+					continue
+				}
+				if s[j] == c {
+					if j+1 < len(s) && s[j+1] == c { // a doubled quote
+						j++
+						continue
+					}
+					break
+				}
+			}
+			if j >= len(s) {
+				return nil, fmt.Errorf("a %c quote opened at byte %d is not closed", c, i)
+			}
+			cur.WriteString(s[i : j+1])
+			i = j
+		case c == '#' || c == '-' && strings.HasPrefix(s[i:], "-- ") || strings.HasPrefix(s[i:], "--\n"):
+			j := strings.IndexByte(s[i:], '\n')
+			if j < 0 {
+				i = len(s)
+			} else {
+				i += j
+				cur.WriteByte('\n')
+			}
+		case c == '/' && strings.HasPrefix(s[i:], "/*") && !strings.HasPrefix(s[i:], "/*!"):
+			j := strings.Index(s[i+2:], "*/")
+			if j < 0 {
+				return nil, fmt.Errorf("a comment opened at byte %d is not closed", i)
+			}
+			i += j + 3
+			cur.WriteByte(' ')
+		case c == ';':
+			flush()
+		default:
+			cur.WriteByte(c)
+		}
+	}
+	flush()
+	return out, nil
 }
 
 // built returns the class path of the build in dir when it is complete and

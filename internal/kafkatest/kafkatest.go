@@ -127,3 +127,18 @@ func stableEnds(ctx context.Context, adm *kadm.Client, topics []string) (kadm.Li
 		}
 	}
 }
+
+// Topics lists the cluster's topics, Kafka's internal ones (such as
+// __transaction_state) left out, sorted by name.
+func Topics(ctx context.Context, brokers []string) ([]string, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	ts, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the topics: %w", err)
+	}
+	return ts.Names(), nil
+}
