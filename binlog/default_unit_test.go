@@ -1,6 +1,10 @@
 package binlog
 
-import "testing"
+import (
+	"testing"
+
+	"vitess.io/vitess/go/vt/schemadiff"
+)
 
 // TestParseCreateTableDefaults: the defaults as Debezium's parser gives
 // its defaultValueExpression, from both servers' SHOW CREATE TABLE
@@ -31,5 +35,35 @@ func TestParseCreateTableDefaults(t *testing.T) {
 	}
 	if _, err := ParseCreateTable("CREATE TABLE (", false); err == nil {
 		t.Fatal("a broken statement parsed")
+	}
+}
+
+// TestTableDefAsDebezium: the tableChanges attributes Debezium's parser
+// gives, as TestDebeziumOracleTopics found them: a BIT default's digits,
+// AUTO_INCREMENT and ON UPDATE CURRENT_TIMESTAMP autoIncremented and
+// generated, a generated (AS) column neither, comments kept.
+func TestTableDefAsDebezium(t *testing.T) {
+	ent, err := schemadiff.NewCreateTableEntityFromSQL(histEnv, "CREATE TABLE t (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY COMMENT 'pk', "+
+		"b BIT(3) DEFAULT b'101', m DATETIME DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, g INT AS (id * 2)) COMMENT 'tc'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := tableDef(ent, "utf8mb4")
+	type attrs struct {
+		ai, gen bool
+		def     string
+	}
+	want := map[string]attrs{"id": {true, true, ""}, "b": {false, false, "101"}, "m": {true, true, "1970-01-01 00:00:00"}, "g": {false, false, ""}}
+	for _, c := range d.Columns {
+		got := attrs{c.AutoIncrement, c.Generated, ""}
+		if c.Default != nil {
+			got.def = *c.Default
+		}
+		if got != want[c.Name] {
+			t.Errorf("column %s: %+v, want %+v", c.Name, got, want[c.Name])
+		}
+	}
+	if d.Comment == nil || *d.Comment != "tc" || d.Columns[0].Comment == nil || *d.Columns[0].Comment != "pk" {
+		t.Errorf("comments: %v, %v", d.Comment, d.Columns[0].Comment)
 	}
 }

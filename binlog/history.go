@@ -510,8 +510,12 @@ func (h *History) check(t *Table, where eventPos) bool {
 		}
 	}
 	if diff == "" {
+		// What the binlog's metadata does not carry: defaults, a FLOAT
+		// declared with a scale, comments.
 		for i := range t.Columns {
 			t.Columns[i].Default = def.Columns[i].Default
+			t.Columns[i].FloatMD = def.Columns[i].FloatMD
+			t.Columns[i].Comment = def.Columns[i].Comment
 		}
 		return true
 	}
@@ -524,8 +528,8 @@ func (h *History) check(t *Table, where eventPos) bool {
 
 // ParseCreateTable reads a CREATE TABLE statement (SHOW CREATE TABLE's
 // text) with the schema history's parser and returns its columns as the
-// history gives them: Name, Type, Nullable, Unsigned, Enum, Set and
-// Default (Schema and Name of the table are empty; character sets are not
+// history gives them: Name, Type, Nullable, Unsigned, Enum, Set, Default
+// and Comment (Schema and Name of the table are empty; character sets are not
 // meant to be used). mariaDB selects MariaDB's reading of JSON.
 func ParseCreateTable(create string, mariaDB bool) (*Table, error) {
 	ent, err := schemadiff.NewCreateTableEntityFromSQL(histEnv, create)
@@ -691,7 +695,11 @@ func (h *History) apply(pos position.Position, db, q string) ([]HistoryEntry, []
 		h.defaultCharset(ct, h.dbCharset(pending, d))
 		ent, err := schemadiff.NewCreateTableEntity(h.env, ct)
 		if err != nil {
-			unknown(d, t, err.Error())
+			if _, partial := err.(*schemadiff.NotFullyParsedError); partial {
+				unknown(d, t, "the schema history's grammar (Vitess's) reads only part of this CREATE TABLE")
+			} else {
+				unknown(d, t, err.Error())
+			}
 			break
 		}
 		put(d, t, ent)
@@ -777,6 +785,9 @@ func (h *History) apply(pos position.Position, db, q string) ([]HistoryEntry, []
 		}
 		set(HistoryEntry{DB: d, Dropped: true})
 	}
+	// A CREATE TABLE the history could not read creates the table all
+	// the same.
+	_, creating := stmt.(*sqlparser.CreateTable)
 	entries := h.entries2(pending, order)
 	for _, e := range entries {
 		if e.Table == "" {
@@ -796,7 +807,7 @@ func (h *History) apply(pos position.Position, db, q string) ([]HistoryEntry, []
 		switch {
 		case e.Dropped:
 			tc.Kind = "DROP"
-		case tc.Before == nil && !e.Unknown:
+		case tc.Before == nil && (!e.Unknown || creating):
 			tc.Kind = "CREATE"
 		default:
 			tc.Kind = "ALTER"
@@ -1083,6 +1094,9 @@ func (h *History) toTable(t *histTable, s state) (*Table, error) {
 		col.Point = ty == "point"
 		col.UUID = ty == "uuid"
 		col.FloatMD = ty == "float" && cd.Type.Scale != nil
+		if cd.Type.Options != nil && cd.Type.Options.Comment != nil {
+			col.Comment = cd.Type.Options.Comment.Val
+		}
 		switch ty {
 		case "integer":
 			col.Type = mysql.MYSQL_TYPE_LONG

@@ -250,6 +250,7 @@ func merge(t *Table, def *Table, names bool) error {
 		bc.jsonText = dc.jsonText
 		bc.Point = dc.Point
 		bc.FloatMD = dc.FloatMD
+		bc.Comment = dc.Comment
 		bc.UUID = dc.UUID
 		if bc.Default == nil {
 			bc.Default = dc.Default
@@ -532,7 +533,7 @@ func applyShowCreate(c *client.Conn, t *Table, mariaDB bool) {
 // ENUM or SET members as written (information_schema's are used).
 const NoDefaultsWarning = "SHOW CREATE TABLE could not be read or parsed: the table's columns have no defaults (format debezium's schema shows none, and replace.null.with.default leaves nulls null); grant SELECT on the table, or report the statement if it does not parse"
 
-// ApplyCreateTable sets the Default of each column of t, and the members
+// ApplyCreateTable sets the Default and Comment of each column of t, and the members
 // of its ENUM and SET columns, from def (ParseCreateTable of the same
 // table), matching columns by name; a column def does not have, or whose
 // member count differs, is left as it is.
@@ -545,6 +546,7 @@ func ApplyCreateTable(t *Table, def *Table) {
 		}
 		dc := &def.Columns[j]
 		col.Default = dc.Default
+		col.Comment = dc.Comment
 		if len(col.Enum) > 0 && len(dc.Enum) == len(col.Enum) {
 			col.Enum = dc.Enum
 		}

@@ -48,6 +48,10 @@ type Column struct {
 	// values are rounded to D digits, and Debezium writes it as a double
 	// (the float widened). False for a plain FLOAT and when unknown.
 	FloatMD bool
+	// Comment is the column's COMMENT (the history's definition, SHOW
+	// CREATE TABLE); "" without one. Format debezium's
+	// include.schema.comments writes it as the field schema's "doc".
+	Comment string
 	// UUID marks a MariaDB UUID column (information_schema's DATA_TYPE,
 	// the history's declared type): logged as BINARY(16), its bytes in
 	// the order the server stores them; Debezium's MariaDB connector

@@ -31,10 +31,12 @@ type ColumnDef struct {
 	// digits (VARCHAR(255), DECIMAL(10,2), DATETIME(3)); -1 when not
 	// declared.
 	Length, Scale int
+	// AutoIncrement and Generated are Debezium's autoIncremented and
+	// generated: both set for an AUTO_INCREMENT column and one with ON
+	// UPDATE CURRENT_TIMESTAMP, neither for a generated (AS ...) column,
+	// as Debezium's parser marks them.
 	AutoIncrement bool
-	// Generated is set for a generated (AS ...) column and, as Debezium
-	// marks them, an AUTO_INCREMENT one.
-	Generated bool
+	Generated     bool
 	// Comment is the column's comment; nil without one.
 	Comment *string
 	// Default is the default value's text (a literal without quotes, or
@@ -70,13 +72,21 @@ func tableDef(ent *schemadiff.CreateTableEntity, dbCharset string) *TableDef {
 			c.Scale = *cd.Type.Scale
 		}
 		if o := cd.Type.Options; o != nil {
-			c.AutoIncrement = o.Autoincrement
-			c.Generated = o.Autoincrement || o.As != nil
+			// As Debezium's parser marks them: AUTO_INCREMENT and ON
+			// UPDATE CURRENT_TIMESTAMP are both autoIncremented and
+			// generated; a generated (AS ...) column is neither.
+			c.AutoIncrement = o.Autoincrement || o.OnUpdate != nil
+			c.Generated = c.AutoIncrement
 			if o.Comment != nil {
 				s := o.Comment.Val
 				c.Comment = &s
 			}
 			c.Default, c.HasDefault = columnDefault(cd)
+			// A BIT literal's digits, as Debezium writes b'101': "101".
+			if l, ok := o.Default.(*sqlparser.Literal); ok && l.Type == sqlparser.BitNum && c.Default != nil {
+				s := strings.TrimPrefix(*c.Default, "0b")
+				c.Default = &s
+			}
 		}
 		d.Columns = append(d.Columns, c)
 	}

@@ -43,6 +43,8 @@ type dbzOpts struct {
 	schemas bool
 	// keepNull is replace.null.with.default=false.
 	keepNull bool
+	// comments is include.schema.comments.
+	comments bool
 }
 
 // validateDebezium checks the Debezium options of f.
@@ -92,6 +94,7 @@ func (f Format) dbzOpts() dbzOpts {
 		o.decimal = 'd'
 	}
 	o.keepNull = f.ReplaceNullWithDefault == "false"
+	o.comments = f.SchemaComments
 	o.connect = f.TimePrecision == TimeConnect
 	o.precise = f.BigintUnsigned == BigintPrecise
 	switch f.BinaryHandling {
@@ -511,6 +514,12 @@ func (d *dbzState) appendSourceHead(dst []byte, e *Encoder, txn *binlog.Txn, ch 
 	if txn != nil {
 		if !txn.CommitTime.IsZero() {
 			commitNs = txn.CommitTime.UnixNano()
+			if ch.Op == binlog.OpDDL && commitNs > 0 {
+				// Debezium times a statement's events (schema changes,
+				// TRUNCATE's op "t") in milliseconds: ts_us and ts_ns
+				// are ts_ms's, zero-filled.
+				commitNs -= commitNs % 1e6
+			}
 		}
 		gtid = txn.GTID
 		if txn.ServerID != 0 {

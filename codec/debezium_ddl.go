@@ -145,12 +145,12 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 		dst = append(dst, `{"type":`...)
 		dst = jsonstr.AppendJava(dst, tc.Kind)
 		dst = append(dst, `,"id":`...)
-		dst = jsonstr.AppendJava(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
+		dst = jsonstr.AppendJava(dst, dbzTableID(tc.DB, tc.Table))
 		dst = append(dst, `,"table":`...)
 		if tc.Kind == "DROP" || tc.After == nil {
 			dst = append(dst, "null"...)
 		} else {
-			dst = appendDbzTableDef(dst, tc.After, tc.Def)
+			dst = appendDbzTableDef(dst, tc.After, tc.Def, d.opts.comments)
 		}
 		dst = append(dst, '}')
 	}
@@ -161,8 +161,10 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 	return append(dst, '\n')
 }
 
-// appendDbzTableDef writes Debezium's io.debezium.connector.schema.Table.
-func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte {
+// appendDbzTableDef writes Debezium's io.debezium.connector.schema.Table;
+// comments (include.schema.comments) writes the table's and columns'
+// comments, else they are null.
+func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef, comments bool) []byte {
 	dst = append(dst, `{"defaultCharsetName":`...)
 	if def != nil && def.Charset != "" {
 		dst = jsonstr.AppendJava(dst, def.Charset)
@@ -231,7 +233,7 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 		dst = append(dst, `,"generated":`...)
 		dst = strconv.AppendBool(dst, cd != nil && cd.Generated)
 		dst = append(dst, `,"comment":`...)
-		if cd != nil && cd.Comment != nil {
+		if comments && cd != nil && cd.Comment != nil {
 			dst = jsonstr.AppendJava(dst, *cd.Comment)
 		} else {
 			dst = append(dst, "null"...)
@@ -250,12 +252,17 @@ func appendDbzTableDef(dst []byte, t *binlog.Table, def *binlog.TableDef) []byte
 		if len(members) == 0 {
 			dst = append(dst, "null"...)
 		} else {
-			dst = appendStringArray(dst, members)
+			// As the statement's literals, Debezium's text: 'a'.
+			quoted := make([]string, len(members))
+			for j, m := range members {
+				quoted[j] = "'" + strings.ReplaceAll(m, "'", "''") + "'"
+			}
+			dst = appendStringArray(dst, quoted)
 		}
 		dst = append(dst, '}')
 	}
 	dst = append(dst, `],"comment":`...)
-	if def != nil && def.Comment != nil {
+	if comments && def != nil && def.Comment != nil {
 		dst = jsonstr.AppendJava(dst, *def.Comment)
 	} else {
 		dst = append(dst, "null"...)
@@ -320,4 +327,10 @@ func dbzJdbcType(base string) int {
 		return 16 // BOOLEAN
 	}
 	return 1111 // OTHER: JSON, VECTOR and the spatial types
+}
+
+// dbzTableID is Debezium's TableId text, "db"."table" with a '"' in a
+// name doubled; format sluice's tableChanges use it too.
+func dbzTableID(db, table string) string {
+	return `"` + strings.ReplaceAll(db, `"`, `""`) + `"."` + strings.ReplaceAll(table, `"`, `""`) + `"`
 }

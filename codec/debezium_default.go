@@ -77,6 +77,14 @@ func (d *dbzState) defaultValue(col *binlog.Column) []byte {
 		if err != nil {
 			return nil
 		}
+		// A two-digit year as the server stores it (DEFAULT 1 is 2001,
+		// 70 is 1970), as a statement's text may give it.
+		switch {
+		case y >= 1 && y <= 69:
+			y += 2000
+		case y >= 70 && y <= 99:
+			y += 1900
+		}
 		return strconv.AppendInt(nil, int64(y), 10)
 	case binlog.KindBit:
 		return d.defaultBits(col, s)

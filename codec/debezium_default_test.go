@@ -78,6 +78,8 @@ func TestDebeziumDefaults(t *testing.T) {
 		{"time negative", nullable(tm), "-01:00:00.5", "", "-3600500000"},
 		{"time connect", nullable(tm), "10:00:00", "time=connect", "36000000"},
 		{"year", nullable(binlog.Column{Type: mysql.MYSQL_TYPE_YEAR, Kind: binlog.KindYear}), "2020", "", "2020"},
+		{"two-digit year", nullable(binlog.Column{Type: mysql.MYSQL_TYPE_YEAR, Kind: binlog.KindYear}), "1", "", "2001"},
+		{"two-digit year, 1900s", nullable(binlog.Column{Type: mysql.MYSQL_TYPE_YEAR, Kind: binlog.KindYear}), "70", "", "1970"},
 		{"varchar", nullable(str), "a\"b", "", `"a\"b"`},
 		{"varchar empty", nullable(str), "", "", `""`},
 		{"enum", nullable(enum), "b", "", `"b"`},

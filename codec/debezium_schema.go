@@ -9,6 +9,7 @@ package codec
 import (
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-mysql-org/go-mysql/mysql"
 
@@ -66,9 +67,39 @@ const dbzEnvelopeTailRest = `,` + dbzTxnSchema + `,` +
 	`],"optional":false,"name":`
 
 // dbzSchemaPrefix is Debezium's record schema prefix: topic prefix,
-// database and table joined by dots.
+// database and table joined by dots, made a valid topic name as
+// Debezium's topic naming strategy makes it (its schema names are its
+// topic's): every character but ASCII letters, digits, '.', '_' and '-'
+// becomes '_', one per UTF-16 unit ("中文" is "__", an emoji "__").
+// Avro and Schema Registry take these names; they take no '"' or '|'.
 func dbzSchemaPrefix(name string, t *binlog.Table) string {
-	return name + "." + t.Schema + "." + t.Name
+	s := name + "." + t.Schema + "." + t.Name
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if !dbzTopicChar(s[i]) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for _, r := range s {
+		switch {
+		case r < utf8.RuneSelf && dbzTopicChar(byte(r)):
+			b = append(b, byte(r))
+		case r > 0xFFFF: // a surrogate pair in Java's UTF-16
+			b = append(b, '_', '_')
+		default:
+			b = append(b, '_')
+		}
+	}
+	return string(b)
+}
+
+func dbzTopicChar(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // appendEnvelopeSchema appends the schema of a table's change events:
@@ -155,12 +186,16 @@ func (d *dbzState) appendFieldSchema(dst []byte, col *binlog.Column, def []byte)
 		dst = append(dst, `","version":`...)
 		dst = strconv.AppendInt(dst, int64(version), 10)
 	}
-	if typ == "struct" {
-		if col.Point {
-			dst = append(dst, `,"doc":"Geometry (POINT)"`...)
-		} else {
-			dst = append(dst, `,"doc":"Geometry"`...)
-		}
+	// With include.schema.comments the column's comment is its doc, as
+	// Debezium 3.6 writes it (over a spatial type's own).
+	switch {
+	case d.opts.comments && col.Comment != "":
+		dst = append(dst, `,"doc":`...)
+		dst = jsonstr.AppendJava(dst, col.Comment)
+	case typ == "struct" && col.Point:
+		dst = append(dst, `,"doc":"Geometry (POINT)"`...)
+	case typ == "struct":
+		dst = append(dst, `,"doc":"Geometry"`...)
 	}
 	if len(params) > 0 {
 		dst = append(dst, `,"parameters":{`...)

@@ -624,3 +624,57 @@ func TestDebeziumSnapshotValues(t *testing.T) {
 		}
 	}
 }
+
+// TestDebeziumCommentsAndNames: only with include.schema.comments is a
+// column's comment its field schema's doc and do tableChanges carry
+// comments; a
+// table's schema names are Debezium's topic-safe ones (one '_' per UTF-16
+// unit outside [A-Za-z0-9._-]), and its TableId doubles a '"' — as
+// TestDebeziumOracleTopics found Debezium 3.6.1 writing them.
+func TestDebeziumCommentsAndNames(t *testing.T) {
+	comment := "table c"
+	colComment := "a comment"
+	tb := &binlog.Table{Schema: "shop", Name: `a"b|中😀`, PrimaryKey: []int{0}, Columns: []binlog.Column{
+		{Name: "id", Type: mysql.MYSQL_TYPE_LONG, Kind: binlog.KindInt, Comment: "pk"},
+		{Name: "e", Type: mysql.MYSQL_TYPE_ENUM, Kind: binlog.KindEnum, Enum: []string{"a", "it's"}, Nullable: true},
+		{Name: "s", Type: mysql.MYSQL_TYPE_VARCHAR, Kind: binlog.KindString, Nullable: true},
+	}}
+	def := &binlog.TableDef{Comment: &comment, Columns: []binlog.ColumnDef{{Name: "id", Type: "INT", Length: -1, Scale: -1, Comment: &colComment},
+		{Name: "e", Type: "ENUM", Length: -1, Scale: -1}, {Name: "s", Type: "VARCHAR", Length: 10, Scale: -1}}}
+	ddl := binlog.Change{Op: binlog.OpDDL, Table: &binlog.Table{Schema: "shop", Name: tb.Name}, Query: "CREATE TABLE ...", Schema: "shop",
+		File: "binlog.000001", Pos: 4, TableChanges: []binlog.TableChange{{DB: "shop", Table: tb.Name, After: tb, Def: def, Kind: "CREATE"}}}
+	ins := binlog.Change{Op: binlog.OpInsert, Table: tb, After: binlog.Row{binlog.IntValue(1), binlog.NumValue(binlog.KindEnum, 1), binlog.BytesValue(binlog.KindString, []byte("x"))}, File: "binlog.000001", Pos: 4}
+	for _, comments := range []bool{false, true} {
+		enc := NewEncoder(Source{Name: "srv"}, WithFormat(Format{Name: FormatDebezium, Schemas: true, SchemaComments: comments}), WithClock(dbzFixedClock))
+		out := string(enc.AppendChange(nil, &binlog.Txn{GTID: "g:1"}, &ddl))
+		want, absent := `"comment":"a comment"`, `"comment":"table c"`
+		if comments {
+			absent = ""
+		} else {
+			want, absent = `"enumValues":null}],"comment":null}`, `"comment":"a comment"`
+		}
+		if !strings.Contains(out, want) || absent != "" && strings.Contains(out, absent) {
+			t.Errorf("include.schema.comments=%v: want %s and not %q in\n%s", comments, want, absent, out)
+		}
+		if !strings.Contains(out, `"enumValues":["'a'","'it''s'"]`) {
+			t.Errorf("the ENUM's members are not Debezium's literals:\n%s", out)
+		}
+		if !strings.Contains(out, `"id":"\"shop\".\"a\"\"b|中\uD83D\uDE00\""`) {
+			t.Errorf("the TableId is not Debezium's:\n%s", out)
+		}
+		row := string(enc.AppendChange(nil, &binlog.Txn{GTID: "g:1"}, &ins))
+		field := `{"type":"int32","optional":false,"field":"id"}`
+		if comments {
+			field = `{"type":"int32","optional":false,"doc":"pk","field":"id"}`
+		}
+		for _, w := range []string{field, `"name":"srv.shop.a_b____.Value"`, `"name":"srv.shop.a_b____.Envelope"`} {
+			if !strings.Contains(row, w) {
+				t.Errorf("the row event lacks %s:\n%s", w, row)
+			}
+		}
+		key := string(enc.AppendKey(nil, &ins))
+		if !strings.Contains(key, `"name":"srv.shop.a_b____.Key"`) || !strings.Contains(key, field) {
+			t.Errorf("the key's schema is not Debezium's: %s", key)
+		}
+	}
+}

@@ -591,7 +591,7 @@ func appendTableChanges(dst []byte, tcs []binlog.TableChange) []byte {
 		dst = append(dst, `{"type":`...)
 		dst = jsonstr.Append(dst, tc.Kind)
 		dst = append(dst, `,"id":`...)
-		dst = jsonstr.Append(dst, `"`+tc.DB+`"."`+tc.Table+`"`)
+		dst = jsonstr.Append(dst, dbzTableID(tc.DB, tc.Table))
 		after := tc.After
 		if tc.Kind == "DROP" {
 			after = tc.Before

@@ -60,6 +60,12 @@ type Format struct {
 	// column that has a default as the default, with or without schemas;
 	// "false" writes null.
 	ReplaceNullWithDefault string `yaml:"replace.null.with.default" computed:"true" enum:"true,false"`
+	// SchemaComments is include.schema.comments: the schema-change
+	// events' tableChanges carry the table's and the columns' comments,
+	// and a column's comment is its field schema's "doc" (without it,
+	// comments are null and there is no doc, as Debezium 3.6 writes them
+	// by default).
+	SchemaComments bool `yaml:"include.schema.comments" default:"false"`
 }
 
 // IsDebezium reports whether f is FormatDebezium.
@@ -69,8 +75,8 @@ func (f Format) IsDebezium() bool { return f.Name == FormatDebezium }
 func (f Format) Validate() error {
 	switch f.Name {
 	case "", FormatSluice:
-		if f.Schemas || f.DecimalHandling != "" || f.TimePrecision != "" || f.BigintUnsigned != "" || f.BinaryHandling != "" || f.TransactionMetadata || f.SkippedOperations != "" || f.ReplaceNullWithDefault != "" {
-			return fmt.Errorf("format %s has no options (schemas, the *.handling.mode options, provide.transaction.metadata, skipped.operations and replace.null.with.default belong to format debezium)", FormatSluice)
+		if f.Schemas || f.DecimalHandling != "" || f.TimePrecision != "" || f.BigintUnsigned != "" || f.BinaryHandling != "" || f.TransactionMetadata || f.SkippedOperations != "" || f.ReplaceNullWithDefault != "" || f.SchemaComments {
+			return fmt.Errorf("format %s has no options (schemas, the *.handling.mode options, provide.transaction.metadata, skipped.operations, replace.null.with.default and include.schema.comments belong to format debezium)", FormatSluice)
 		}
 		return nil
 	case FormatDebezium:

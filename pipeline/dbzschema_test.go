@@ -1,6 +1,7 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -79,7 +80,7 @@ func dbzSchemaChangeTopic(t *testing.T, flavor position.Flavor) {
 	log := slog.New(slog.DiscardHandler)
 	open := func() []pipeline.Sink {
 		plain, err := kafka.New(kafka.Config{Name: "k0", Brokers: kc.Brokers(), Topic: "{source}.{db}.{table}", Partitions: 1,
-			HeartbeatIntervalMs: 100, Format: codec.Format{Name: codec.FormatDebezium}}, "dbzddl", log)
+			HeartbeatIntervalMs: 100, Format: codec.Format{Name: codec.FormatDebezium, SchemaComments: true}}, "dbzddl", log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +241,10 @@ func dbzSchemaChangeTopic(t *testing.T, flavor position.Flavor) {
 		}
 	}
 	if c := alter.Columns[1]; c.Comment == nil || *c.Comment != "the value" || c.Length == nil || *c.Length != 20 {
-		t.Errorf("column v: comment %v length %v, want 'the value' and 20", c.Comment, c.Length)
+		t.Errorf("column v: comment %v length %v, want 'the value' and 20 (include.schema.comments)", c.Comment, c.Length)
+	}
+	if bytes.Contains(srecs[1].Value, []byte("the value")) {
+		t.Errorf("without include.schema.comments the comment is written: %s", srecs[1].Value)
 	}
 
 	// Schemas on: the same events under Debezium's schema names, its

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -102,18 +101,7 @@ sinks:
     kafka: {brokers: [%q], partitions: 1, request_timeout: 3s}
 checkpoint: {path: %s, interval: 100ms}
 `, db.URL(), filepath.Join(dir, "out", "changes.jsonl"), broker, filepath.Join(dir, "ckpt.json"))
-	path := filepath.Join(dir, "sluice.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var log bytes.Buffer
-	cmd := exec.Command(bin, "run", "--config", path)
-	cmd.Stderr = &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	log, stop := startRun(t, bin, dir, cfg)
 
 	read := func(topic string) []kcatRecord { return kcatRead(t, kcat, broker, topic) }
 	wait := func(topic string, n int) []kcatRecord {
@@ -141,8 +129,7 @@ checkpoint: {path: %s, interval: 100ms}
 	if ddl := wait("kc", 1); ddl[0].Payload == nil || !strings.Contains(*ddl[0].Payload, `"ddl":"ALTER TABLE app.t ADD note INT"`) {
 		t.Fatalf("schema-change topic kc: %+v, want the ALTER", ddl[0])
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("sluice run: %v\n%s", err, log.String())
 	}
 

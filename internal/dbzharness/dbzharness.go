@@ -608,6 +608,15 @@ func MySQLProps(host string, port int, user, password, tables string, serverID u
 	return p
 }
 
+// PropsFor is MySQLProps or MariaDBProps, as flavor needs (with a
+// harness of VersionFor(flavor)).
+func PropsFor(flavor position.Flavor, host string, port int, user, password, tables string, serverID uint32) map[string]string {
+	if flavor == position.MariaDB {
+		return MariaDBProps(host, port, user, password, tables, serverID)
+	}
+	return MySQLProps(host, port, user, password, tables, serverID)
+}
+
 // MariaDBProps are MySQLProps for a MariaDB server, read by Debezium's
 // MariaDB connector: they need a harness of MariaDBVersion.
 func MariaDBProps(host string, port int, user, password, tables string, serverID uint32) map[string]string {
