@@ -384,3 +384,29 @@ func (m *memHistory) dump() string {
 	defer m.mu.Unlock()
 	return fmt.Sprintf("%+v\n%+v\n", m.base, m.entries)
 }
+
+// TestTruncateCarriesTable: a TRUNCATE's change carries the definition
+// its table's rows were last read with (format debezium's op "t" event
+// has the table's schema), and a table naming it alone when none was read.
+func TestTruncateCarriesTable(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		start := binlogEnd(t, db)
+		r := newReader(t, db, func(c *binlog.Config) { c.Start = start })
+		exec(t, db, "CREATE DATABASE tr", "CREATE TABLE tr.a (id INT PRIMARY KEY, v VARCHAR(5))", "CREATE TABLE tr.b (id INT PRIMARY KEY)",
+			"INSERT INTO tr.a VALUES (1, 'x')", "TRUNCATE TABLE tr.a", "TRUNCATE TABLE tr.b", "CREATE TABLE tr.marker (id INT PRIMARY KEY)")
+		cols := map[string]int{}
+		for done := false; !done; {
+			txn := next(t, r)
+			for _, ch := range txn.Changes {
+				if ch.Op == binlog.OpDDL && strings.HasPrefix(ch.Query, "TRUNCATE") {
+					cols[ch.Table.Name] = len(ch.Table.Columns)
+				}
+				done = done || strings.Contains(ch.Query, "marker")
+			}
+		}
+		if cols["a"] != 2 || cols["b"] != 0 {
+			t.Fatalf("TRUNCATE changes' columns: %v, want a: 2 (its rows' definition), b: 0 (none read)", cols)
+		}
+	})
+}

@@ -2024,6 +2024,13 @@ func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Stat
 		ch.TableChanges = changes
 	}
 	deliver := false
+	// A TRUNCATE leaves the table's definition as it is: its change
+	// carries the one its rows were last read with, when one is cached,
+	// so that format debezium's op "t" event has the table's schema.
+	var truncated *Table
+	if st.Parsed && st.Verb == "TRUNCATE" && len(st.Tables) == 1 {
+		truncated = r.schemas.lookup(st.Tables[0].Schema, st.Tables[0].Name)
+	}
 	if st.Parsed {
 		named := -1 // the first selected table, else the first
 		for i, t := range st.Tables {
@@ -2044,7 +2051,10 @@ func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Stat
 		}
 		switch {
 		case len(st.Tables) == 1:
-			ch.Table = &Table{Schema: st.Tables[0].Schema, Name: st.Tables[0].Name}
+			ch.Table = truncated
+			if ch.Table == nil {
+				ch.Table = &Table{Schema: st.Tables[0].Schema, Name: st.Tables[0].Name}
+			}
 			ch.Schema = st.Tables[0].Schema
 		case len(st.Tables) > 1:
 			ch.Schema = st.Tables[named].Schema

@@ -83,6 +83,17 @@ func (c *schemaCache) invalidate(db, table string) {
 	}
 }
 
+// lookup returns the cached definition of db.table (names compared as
+// invalidate compares them), nil when none is cached.
+func (c *schemaCache) lookup(db, table string) *Table {
+	for _, t := range c.byID {
+		if strings.EqualFold(t.Schema, db) && strings.EqualFold(t.Name, table) {
+			return t
+		}
+	}
+	return nil
+}
+
 // table returns the Table of a TABLE_MAP event. where names the event's
 // position for error messages.
 func (c *schemaCache) table(ctx context.Context, tm *replication.TableMapEvent, where eventPos) (*Table, error) {

@@ -61,7 +61,9 @@ type Change struct {
 	// touches (the database of its table, of the database it creates,
 	// alters or drops, or of its routine or event; the default database it
 	// ran in when it could not be read). A DDL change that touches one
-	// table has Table set to a Table naming it, without columns.
+	// table has Table set to a Table naming it, without columns; a
+	// TRUNCATE's is the definition the table's rows were last read with,
+	// when the reader has read one since it started.
 	Query  string
 	Schema string
 	// TableChanges are, for a DDL change read with a schema history

@@ -116,13 +116,14 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 		dst = append(dst, `,"payload":`...)
 	}
 	db := schemaChangeDB(ch)
+	tcs := dbzTableChanges(ch)
 	src := *ch
 	src.Row = 0
 	src.Table = nil
-	if len(ch.TableChanges) > 0 {
-		names := make([]string, 0, len(ch.TableChanges))
-		for i := range ch.TableChanges {
-			names = append(names, ch.TableChanges[i].Table)
+	if len(tcs) > 0 {
+		names := make([]string, 0, len(tcs))
+		for i := range tcs {
+			names = append(names, tcs[i].Table)
 		}
 		src.Table = &binlog.Table{Schema: db, Name: strings.Join(names, ",")}
 	} else {
@@ -137,8 +138,8 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 	dst = append(dst, `,"schemaName":null,"ddl":`...)
 	dst = jsonstr.AppendJava(dst, ch.Query)
 	dst = append(dst, `,"tableChanges":[`...)
-	for i := range ch.TableChanges {
-		tc := &ch.TableChanges[i]
+	for i := range tcs {
+		tc := &tcs[i]
 		if i > 0 {
 			dst = append(dst, ',')
 		}
@@ -159,6 +160,25 @@ func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.
 		dst = append(dst, '}')
 	}
 	return append(dst, '\n')
+}
+
+// dbzTableChanges are the table changes of a DDL change as Debezium
+// writes them: a rename of one table (RENAME TABLE, ALTER TABLE ...
+// RENAME: the history's DROP of the old name and CREATE of the new) is
+// one ALTER under the new name, and a DROP
+// DATABASE has none (the statement's text tells). Format sluice writes
+// the history's.
+func dbzTableChanges(ch *binlog.Change) []binlog.TableChange {
+	tcs := ch.TableChanges
+	switch {
+	case len(tcs) == 2 && tcs[0].Kind == "DROP" && tcs[1].Kind == "CREATE" && (startsWith(ch.Query, "RENAME") || startsWith(ch.Query, "ALTER")):
+		alter := tcs[1]
+		alter.Kind = "ALTER"
+		return []binlog.TableChange{alter}
+	case startsWith(ch.Query, "DROP", "DATABASE") || startsWith(ch.Query, "DROP", "SCHEMA"):
+		return nil
+	}
+	return tcs
 }
 
 // appendDbzTableDef writes Debezium's io.debezium.connector.schema.Table;

@@ -678,3 +678,27 @@ func TestDebeziumCommentsAndNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDebeziumRenameAndDropDatabase: a rename is one ALTER under the new
+// name, a DROP DATABASE has no table changes, as Debezium 3.6.1 writes
+// them (TestDebeziumOracleTopics); format sluice keeps the history's.
+func TestDebeziumRenameAndDropDatabase(t *testing.T) {
+	tb := &binlog.Table{Schema: "shop", Name: "c2", Columns: []binlog.Column{{Name: "id", Type: mysql.MYSQL_TYPE_LONG, Kind: binlog.KindInt}}}
+	rename := binlog.Change{Op: binlog.OpDDL, Query: "/* x */ RENAME TABLE c TO c2", Schema: "shop", File: "binlog.000001", Pos: 4,
+		TableChanges: []binlog.TableChange{{DB: "shop", Table: "c", Kind: "DROP"}, {DB: "shop", Table: "c2", After: tb, Kind: "CREATE"}}}
+	drop := binlog.Change{Op: binlog.OpDDL, Query: "DROP DATABASE IF EXISTS shop", Schema: "shop", File: "binlog.000001", Pos: 4,
+		TableChanges: []binlog.TableChange{{DB: "shop", Table: "c2", Kind: "DROP"}, {DB: "shop", Table: "d", Kind: "DROP"}}}
+	enc := NewEncoder(Source{Name: "srv"}, WithFormat(Format{Name: FormatDebezium}), WithClock(dbzFixedClock))
+	out := string(enc.AppendChange(nil, &binlog.Txn{GTID: "g:1"}, &rename))
+	if !strings.Contains(out, `"table":"c2"`) || !strings.Contains(out, `"tableChanges":[{"type":"ALTER","id":"\"shop\".\"c2\"","table":{`) || strings.Contains(out, `"DROP"`) {
+		t.Errorf("rename: %s", out)
+	}
+	out = string(enc.AppendChange(nil, &binlog.Txn{GTID: "g:1"}, &drop))
+	if !strings.Contains(out, `"table":null`) || !strings.Contains(out, `"tableChanges":[]`) {
+		t.Errorf("drop database: %s", out)
+	}
+	sluice := NewEncoder(Source{Name: "srv"})
+	if out := string(sluice.AppendChange(nil, &binlog.Txn{GTID: "g:1"}, &rename)); !strings.Contains(out, `"DROP"`) {
+		t.Errorf("format sluice's rename lost the history's DROP: %s", out)
+	}
+}

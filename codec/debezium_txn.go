@@ -156,22 +156,29 @@ func appendTxnValue(dst []byte, status, id string, tsMs, events int64, tables []
 // IsTruncate reports whether ch is a TRUNCATE TABLE statement of one
 // table: what AppendTruncate writes as Debezium's op "t" event.
 func IsTruncate(ch *binlog.Change) bool {
-	if ch.Op != binlog.OpDDL || ch.Table == nil {
-		return false
-	}
-	q := ch.Query
-	for {
-		q = strings.TrimLeft(q, " \t\r\n")
-		if !strings.HasPrefix(q, "/*") {
-			break
+	return ch.Op == binlog.OpDDL && ch.Table != nil && startsWith(ch.Query, "TRUNCATE")
+}
+
+// startsWith reports whether statement q begins with the keywords kws
+// (upper case), its leading comments skipped.
+func startsWith(q string, kws ...string) bool {
+	for _, kw := range kws {
+		for {
+			q = strings.TrimLeft(q, " \t\r\n")
+			if !strings.HasPrefix(q, "/*") {
+				break
+			}
+			end := strings.Index(q[2:], "*/")
+			if end < 0 {
+				return false
+			}
+			q = q[2+end+2:]
 		}
-		end := strings.Index(q[2:], "*/")
-		if end < 0 {
+		if len(q) < len(kw) || !strings.EqualFold(q[:len(kw)], kw) ||
+			len(q) > len(kw) && !strings.ContainsRune(" \t\r\n`", rune(q[len(kw)])) {
 			return false
 		}
-		q = q[2+end+2:]
+		q = q[len(kw):]
 	}
-	const kw = "TRUNCATE"
-	return len(q) >= len(kw) && strings.EqualFold(q[:len(kw)], kw) &&
-		(len(q) == len(kw) || strings.ContainsRune(" \t\r\n`", rune(q[len(kw)])))
+	return true
 }
