@@ -151,13 +151,15 @@ bench-build: build
 bench: deps bench-build
 	bin/sluice-bench libslave
 
-# Debezium itself as the speed peer (issue 25): Debezium Embedded 3.6.1's
-# MySQL connector in a JVM of its own beside sluice tail --format debezium,
-# on MySQL (debezium-connector-mariadb is not served at 3.6.1), without and
-# with schemas. Needs Java and Maven (make deps); the harness is built once
-# into the test cache.
+# Debezium itself as the speed peer (issue 25): Debezium Embedded in a JVM
+# of its own beside sluice tail --format debezium, streaming (without and
+# with schemas) then the initial snapshot of the 10M + 2M row tables, on
+# MariaDB (3.5.0's MariaDB connector: debezium-connector-mariadb is not
+# served at 3.6.1) then MySQL (3.6.1's MySQL connector). Needs Java and
+# Maven (make deps); the harnesses are built once into the test cache.
 bench-debezium: deps bench-build
-	bin/sluice-bench libslave --flavors mysql --modes debezium,debezium-schemas,dbz-embedded,dbz-embedded-schemas
+	bin/sluice-bench libslave --modes debezium,debezium-schemas,dbz-embedded,dbz-embedded-schemas
+	bin/sluice-bench snapshot --modes dump,sluice-dbz,dbz-embedded
 
 # The snapshot benchmark on MariaDB then MySQL, beside mariadb-dump and
 # mysqldump (10M + 2M rows on each; a few minutes per server).

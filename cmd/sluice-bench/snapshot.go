@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +19,7 @@ func snapshotCmd() *cobra.Command {
 		parallel, runs      int
 		chunk               int
 		profile             string
-		flavors             []string
+		flavors, modes      []string
 		sluice              string
 	)
 	cmd := &cobra.Command{
@@ -29,9 +30,18 @@ bench.short_table (--short-rows) and bench.long_table (--long-rows), the
 libslave article's tables, on each, and for each table alone and for both
 together measures, each in its own process:
 
-  sluice tail --snapshot only --format none        (output to /dev/null)
-  sluice tail --snapshot only --format sluice      (output to a temporary file)
-  mariadb-dump / mysqldump --quick --single-transaction   (output to /dev/null)
+  dump          mariadb-dump / mysqldump --quick --single-transaction  (to /dev/null)
+  sluice-none   sluice tail --snapshot only --format none      (to /dev/null)
+  sluice-json   sluice tail --snapshot only --format sluice    (to a temporary file)
+
+and with --modes, beside Debezium itself writing the same JSON:
+
+  sluice-dbz    sluice tail --snapshot only --format debezium  (to a temporary file)
+  dbz-embedded  Debezium Embedded (3.6.1 MySQL connector; on MariaDB 3.5.0,
+                its MariaDB connector), snapshot.mode=initial_only, each
+                value by JsonConverter without schemas (to a temporary
+                file), in a JVM of its own; SLUICE_BENCH_DBZ_PROPS=k=v,...
+                overrides its options
 
 The dump is the server's own (MySQL's from the distribution the tests
 unpack); every reader connects without TLS. Prints per server seconds (wall
@@ -73,7 +83,7 @@ the next.`,
 					}
 				}
 				if err := snapshotOn(ctx, f, shortRows, longRows, bench.SnapshotOptions{
-					Parallel: parallel, Chunk: chunk, Runs: runs, Self: bin, ProfileDir: dir, Log: os.Stderr,
+					Modes: modes, Parallel: parallel, Chunk: chunk, Runs: runs, Self: bin, ProfileDir: dir, Log: os.Stderr,
 				}); err != nil {
 					return fmt.Errorf("%s: %w", f, err)
 				}
@@ -83,6 +93,7 @@ the next.`,
 	}
 	f := cmd.Flags()
 	f.StringSliceVar(&flavors, "flavors", []string{"mariadb", "mysql"}, "servers to measure on, in turn (mariadb, mysql)")
+	f.StringSliceVar(&modes, "modes", bench.SnapshotModes, "readers to measure, in turn ("+strings.Join(bench.SnapshotAllModes, ", ")+")")
 	f.Int64Var(&shortRows, "short-rows", 10_000_000, "rows in short_table")
 	f.Int64Var(&longRows, "long-rows", 2_000_000, "rows in long_table")
 	f.IntVar(&parallel, "parallel", 2, "sluice's --snapshot-parallel: connections reading at once")

@@ -10,6 +10,12 @@ import (
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
 )
 
+var errDebeziumLinux = errors.New("bench: the Debezium peer runs on Linux only")
+
 func debeziumCmd(ctx context.Context, db *throwaway.Server, rg Range, mode string, serverID uint32) (*exec.Cmd, func(), error) {
-	return nil, nil, errors.New("bench: the Debezium peer runs on Linux only")
+	return nil, nil, errDebeziumLinux
+}
+
+func dbzSnapshotCmd(ctx context.Context, db *throwaway.Server, tables []string, rows int64, output string) (*exec.Cmd, func(), error) {
+	return nil, nil, errDebeziumLinux
 }

@@ -15,7 +15,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,15 +64,13 @@ type Options struct {
 // written to /dev/null (tail's summary counts the bytes).
 var Modes = []string{"sluice", "go-mysql", "raw", "sluice-json", "debezium", "debezium-schemas"}
 
-// DebeziumModes are Debezium itself as the speed peer (MySQL only: the
-// MariaDB connector is not served at 3.6.1): Debezium Embedded 3.6.1's
-// MySQL connector in a JVM of its own, each value serialised by Kafka
+// DebeziumModes are Debezium itself as the speed peer: Debezium Embedded
+// 3.6.1's MySQL connector (on MariaDB 3.5.0's MariaDB connector, the
+// newest served) in a JVM of its own, each value serialised by Kafka
 // Connect's JsonConverter without and with schemas, the peers of the
 // debezium and debezium-schemas modes. Not among the default Modes (they
 // need Java and Maven); `make bench-debezium` runs them.
 var DebeziumModes = []string{"dbz-embedded", "dbz-embedded-schemas"}
-
-var errDebeziumMariaDB = errors.New("bench: Debezium's peer runs on MySQL only (debezium-connector-mariadb is not served at 3.6.1); leave dbz-embedded out of --modes or MariaDB out of --flavors")
 
 // formatArgs are the `sluice tail` output flags of each format mode.
 var formatArgs = map[string][]string{
@@ -469,4 +466,14 @@ func masterPos(ctx context.Context, db *throwaway.Server) (position.Position, er
 	}
 	defer c.Close()
 	return binlog.BinlogPosition(c)
+}
+
+// gtidAt is the server's GTID state at p.
+func gtidAt(ctx context.Context, db *throwaway.Server, p position.Position) (string, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return binlog.GTIDAt(c, p)
 }

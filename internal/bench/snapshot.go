@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,13 +35,27 @@ import (
 
 // Snapshot readers, in the order measured and printed.
 const (
-	SnapshotDump     = "dump"            // mariadb-dump / mysqldump --quick --single-transaction > /dev/null
-	SnapshotNone     = "sluice-none"     // sluice tail --snapshot only --format none
-	SnapshotDebezium = "sluice-debezium" // sluice tail --snapshot only --format sluice > file (the name predates format debezium)
+	SnapshotDump = "dump"        // mariadb-dump / mysqldump --quick --single-transaction > /dev/null
+	SnapshotNone = "sluice-none" // sluice tail --snapshot only --format none
+	SnapshotJSON = "sluice-json" // sluice tail --snapshot only --format sluice > file
+	// SnapshotDbz is sluice writing what Debezium writes:
+	// sluice tail --snapshot only --format debezium > file.
+	SnapshotDbz = "sluice-dbz"
+	// SnapshotDbzEmbedded is Debezium itself: Debezium Embedded's initial
+	// snapshot (snapshot.mode=initial_only), each value by JsonConverter
+	// without schemas, to a file (dbzSnapshotCmd).
+	SnapshotDbzEmbedded = "dbz-embedded"
 )
 
-// SnapshotModes are the readers measured, the peer first.
-var SnapshotModes = []string{SnapshotDump, SnapshotNone, SnapshotDebezium}
+// SnapshotModes are the readers measured by default, the peer first.
+var SnapshotModes = []string{SnapshotDump, SnapshotNone, SnapshotJSON}
+
+// SnapshotAllModes are every reader SnapshotOptions.Modes may name:
+// SnapshotModes, then sluice beside Debezium writing the same JSON.
+var SnapshotAllModes = []string{SnapshotDump, SnapshotNone, SnapshotJSON, SnapshotDbz, SnapshotDbzEmbedded}
+
+// sluiceReader tells sluice's readers from the peers.
+func sluiceReader(mode string) bool { return mode != SnapshotDump && mode != SnapshotDbzEmbedded }
 
 // DumpName is the name of the flavor's dump tool, the peer measured:
 // "mariadb-dump" or "mysqldump".
@@ -96,6 +111,9 @@ func (t SnapshotTables) Cases() []SnapshotCase {
 
 // SnapshotOptions control the snapshot benchmark.
 type SnapshotOptions struct {
+	// Modes are the readers measured, in this order (SnapshotAllModes;
+	// default SnapshotModes).
+	Modes    []string
 	Parallel int    // sluice's --snapshot-parallel (default 2)
 	Chunk    int    // sluice's --snapshot-chunk (0: sluice's default)
 	Runs     int    // runs per reader and case; the fastest is kept (default 1)
@@ -116,16 +134,23 @@ type SnapshotResult struct {
 	Rows    int64   // rows in the tables (sluice: the rows it reported, checked equal)
 	Bytes   int64   // the tables' data size in the server (SnapshotCase.Bytes)
 	Seconds float64 // wall time of the child process
-	// OwnSeconds is the time sluice reports itself (from its start to the
-	// end of the snapshot); 0 for mariadb-dump.
+	// OwnSeconds is the time sluice or Debezium reports itself (from its
+	// start, for Debezium the JVM's, to the end of the snapshot); 0 for
+	// mariadb-dump.
 	OwnSeconds float64
+	// SteadySeconds runs from the first rows delivered (FirstRows of
+	// them) to the last, for sluice and Debezium: the rate once started,
+	// without the process's start-up, connecting and (Debezium) the
+	// schema read.
+	SteadySeconds float64
+	FirstRows     int64
 	// MaxRSS is the reader's peak resident memory, in bytes: its rusage
 	// maxrss, or where that is no more than this process's own peak, the
 	// highest VmHWM sampled while it ran (see peakRSS).
 	MaxRSS int64
 	// CPU is the user and system CPU time of the reader's process.
 	CPU      float64
-	OutBytes int64 // size of the Debezium JSON file; 0 otherwise
+	OutBytes int64 // size of the JSON file written; 0 for the readers to /dev/null
 	// ServerCPU is the CPU time the server process spent during the run
 	// (Linux; 0 elsewhere): the cost a reader puts on the server.
 	ServerCPU float64
@@ -152,6 +177,15 @@ func (r SnapshotResult) RowsPerSec() float64 {
 		return 0
 	}
 	return float64(r.Rows) / r.Seconds
+}
+
+// SteadyRowsPerSec is the rate after the first rows (0 where not
+// reported: the dump).
+func (r SnapshotResult) SteadyRowsPerSec() float64 {
+	if r.SteadySeconds <= 0 {
+		return 0
+	}
+	return float64(r.Rows-r.FirstRows) / r.SteadySeconds
 }
 
 // rowBatch is the rows written per INSERT … SELECT, so that no single
@@ -394,6 +428,14 @@ func RunSnapshot(ctx context.Context, db *throwaway.Server, sizes SnapshotTables
 	if opts.Log == nil {
 		opts.Log = io.Discard
 	}
+	if len(opts.Modes) == 0 {
+		opts.Modes = SnapshotModes
+	}
+	for _, m := range opts.Modes {
+		if !slices.Contains(SnapshotAllModes, m) {
+			return nil, fmt.Errorf("bench snapshot: unknown reader %q (readers: %s)", m, strings.Join(SnapshotAllModes, ", "))
+		}
+	}
 	tmp, err := os.MkdirTemp("", "sluice-bench-snapshot-")
 	if err != nil {
 		return nil, fmt.Errorf("bench snapshot: %w", err)
@@ -403,7 +445,7 @@ func RunSnapshot(ctx context.Context, db *throwaway.Server, sizes SnapshotTables
 	for _, c := range sizes.Cases() {
 		best := map[string]SnapshotResult{}
 		for i := 0; i < max(opts.Runs, 1); i++ {
-			for _, mode := range SnapshotModes {
+			for _, mode := range opts.Modes {
 				res, err := runSnapshotChild(ctx, db, c, mode, tmp, opts)
 				// Write out the file just written (and removed) now,
 				// rather than during the next run.
@@ -422,7 +464,7 @@ func RunSnapshot(ctx context.Context, db *throwaway.Server, sizes SnapshotTables
 				best[mode] = b
 			}
 		}
-		for _, mode := range SnapshotModes {
+		for _, mode := range opts.Modes {
 			results = append(results, best[mode])
 		}
 	}
@@ -467,15 +509,25 @@ func runSnapshotChild(ctx context.Context, db *throwaway.Server, c SnapshotCase,
 		if cmd, args, err = dumpCommand(ctx, db, c.Tables); err != nil {
 			return res, err
 		}
-	case SnapshotNone, SnapshotDebezium:
+	case SnapshotDbzEmbedded:
+		bin = "debezium"
+		file = filepath.Join(tmp, c.Name+".jsonl")
+		defer os.Remove(file)
+		var cleanup func()
+		if cmd, cleanup, err = dbzSnapshotCmd(ctx, db, c.Tables, c.Rows, file); err != nil {
+			return res, err
+		}
+		defer cleanup()
+		args = cmd.Args[1:]
+		out = nil // its summary on stdout, its records to file
+	case SnapshotNone, SnapshotJSON, SnapshotDbz:
 		bin = opts.Self
 		tables := make([]string, len(c.Tables))
 		for i, t := range c.Tables {
 			tables[i] = "bench." + t
 		}
-		format := "none"
-		if mode == SnapshotDebezium {
-			format = "sluice" // sluice's own JSON (the mode's name predates format debezium)
+		format := map[string]string{SnapshotNone: "none", SnapshotJSON: "sluice", SnapshotDbz: "debezium"}[mode]
+		if mode != SnapshotNone {
 			file = filepath.Join(tmp, c.Name+".jsonl")
 			if out, err = os.Create(file); err != nil {
 				return res, err
@@ -492,10 +544,12 @@ func runSnapshotChild(ctx context.Context, db *throwaway.Server, c SnapshotCase,
 	default:
 		return res, fmt.Errorf("unknown reader %q", mode)
 	}
-	cmd.Stdout = out
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if opts.ProfileDir != "" && mode != SnapshotDump {
+	var stderr, stdout strings.Builder
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	if out == nil {
+		cmd.Stdout = &stdout
+	}
+	if opts.ProfileDir != "" && sluiceReader(mode) {
 		cmd.Env = append(os.Environ(), "SLUICE_CPUPROFILE="+filepath.Join(opts.ProfileDir, c.Name+"-"+mode+".prof"))
 	}
 	if !opts.NoQuietWait {
@@ -525,10 +579,15 @@ func runSnapshotChild(ctx context.Context, db *throwaway.Server, c SnapshotCase,
 	if mode == SnapshotDump {
 		return res, nil
 	}
-	// sluice: the summary is the stderr line starting "rows="; the log
-	// lines around it carry rows= fields of their own.
+	// The summary is the line starting "rows=": sluice's on stderr (the
+	// log lines around it carry rows= fields of their own), Debezium's
+	// (the harness's Bench) on stdout.
+	who, text := bin+" tail", stderr.String()
+	if mode == SnapshotDbzEmbedded {
+		who, text = "Debezium", stdout.String()
+	}
 	summary := ""
-	sc := bufio.NewScanner(strings.NewReader(stderr.String()))
+	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		if strings.HasPrefix(sc.Text(), "rows=") {
@@ -536,7 +595,7 @@ func runSnapshotChild(ctx context.Context, db *throwaway.Server, c SnapshotCase,
 		}
 	}
 	if summary == "" {
-		return res, fmt.Errorf("no summary line from %s tail:\n%s", bin, lastLines(stderr.String(), 20))
+		return res, fmt.Errorf("no summary line from %s:\n%s", who, lastLines(text+stderr.String(), 20))
 	}
 	res.Rows = -1
 	for _, f := range strings.Fields(summary) {
@@ -546,6 +605,10 @@ func runSnapshotChild(ctx context.Context, db *throwaway.Server, c SnapshotCase,
 			res.Rows, _ = strconv.ParseInt(v, 10, 64)
 		case "seconds":
 			res.OwnSeconds, _ = strconv.ParseFloat(v, 64)
+		case "steady_seconds":
+			res.SteadySeconds, _ = strconv.ParseFloat(v, 64)
+		case "first_rows":
+			res.FirstRows, _ = strconv.ParseInt(v, 10, 64)
 		case "snapshot_method":
 			res.Method = v
 		case "writers_blocked_seconds":
@@ -553,20 +616,20 @@ func runSnapshotChild(ctx context.Context, db *throwaway.Server, c SnapshotCase,
 			res.Blocked = time.Duration(sec * float64(time.Second))
 		}
 	}
-	if res.Method == "" {
-		return res, fmt.Errorf("the summary of %s tail names no snapshot method (summary: %s)", bin, summary)
+	if res.Method == "" && sluiceReader(mode) {
+		return res, fmt.Errorf("the summary of %s names no snapshot method (summary: %s)", who, summary)
 	}
 	if res.Rows != c.Rows {
-		return res, fmt.Errorf("sluice read %d rows, want %d (summary: %s)", res.Rows, c.Rows, summary)
+		return res, fmt.Errorf("%s read %d rows, want %d (summary: %s)", who, res.Rows, c.Rows, summary)
 	}
 	if file != "" {
-		fi, err := out.Stat()
+		fi, err := os.Stat(file)
 		if err != nil {
 			return res, err
 		}
 		res.OutBytes = fi.Size()
 		if res.OutBytes == 0 {
-			return res, fmt.Errorf("sluice wrote an empty %s", file)
+			return res, fmt.Errorf("%s wrote an empty %s", who, file)
 		}
 	}
 	return res, nil
@@ -740,7 +803,7 @@ func SnapshotVerdict(flavor position.Flavor, results []SnapshotResult) (lines []
 	var blocked time.Duration
 	rssAt, blockedAt := "", ""
 	for _, r := range results {
-		if r.Mode == SnapshotDump {
+		if !sluiceReader(r.Mode) {
 			continue
 		}
 		if d, ok := dump[r.Case]; ok && d.RowsPerSec() > 0 {
@@ -774,19 +837,24 @@ func yesNo(b bool) string {
 }
 
 // ReportSnapshot prints the results on one server as a Markdown table,
-// each sluice reader with its ratio to the dump tool on the same tables.
+// each reader with its ratio to the dump tool on the same tables, and
+// where Debezium ran, sluice writing Debezium's JSON (SnapshotDbz) beside
+// it: rows/s over Debezium's and Debezium's CPU over sluice's.
 func ReportSnapshot(w io.Writer, flavor position.Flavor, results []SnapshotResult) {
-	dump := map[string]SnapshotResult{}
+	dump, dbz := map[string]SnapshotResult{}, map[string]SnapshotResult{}
 	for _, r := range results {
-		if r.Mode == SnapshotDump {
+		switch r.Mode {
+		case SnapshotDump:
 			dump[r.Case] = r
+		case SnapshotDbzEmbedded:
+			dbz[r.Case] = r
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintf(tw, "| tables\t reader\t rows\t table MiB\t seconds\t rows/s\t MiB/s\t ÷ %s\t max RSS MiB\t writers blocked ms\t CPU s\t server CPU s\t output MB\t\n", DumpName(flavor))
-	fmt.Fprintln(tw, "|---\t---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
+	fmt.Fprintf(tw, "| tables\t reader\t rows\t table MiB\t seconds\t rows/s\t steady rows/s\t MiB/s\t ÷ %s\t max RSS MiB\t writers blocked ms\t CPU s\t server CPU s\t output MB\t\n", DumpName(flavor))
+	fmt.Fprintln(tw, "|---\t---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")
 	for _, r := range results {
-		ratio, out, blocked := "-", "-", "-"
+		ratio, out, blocked, steady := "-", "-", "-", "-"
 		if d, ok := dump[r.Case]; ok && r.Mode != SnapshotDump && d.RowsPerSec() > 0 {
 			ratio = fmt.Sprintf("%.2f×", r.RowsPerSec()/d.RowsPerSec())
 		}
@@ -796,8 +864,36 @@ func ReportSnapshot(w io.Writer, flavor position.Flavor, results []SnapshotResul
 		if r.Method != "" {
 			blocked = fmt.Sprintf("%.1f (%s)", ms(r.Blocked), r.Method)
 		}
-		fmt.Fprintf(tw, "| %s\t %s\t %d\t %.1f\t %.2f\t %.0f\t %.1f\t %s\t %d\t %s\t %.2f\t %.2f\t %s\t\n",
-			r.Case, readerName(flavor, r.Mode), r.Rows, float64(r.Bytes)/(1<<20), r.Seconds, r.RowsPerSec(), r.MiBPerSec(), ratio, r.MaxRSS>>20, blocked, r.CPU, r.ServerCPU, out)
+		if v := r.SteadyRowsPerSec(); v > 0 {
+			steady = fmt.Sprintf("%.0f", v)
+		}
+		fmt.Fprintf(tw, "| %s\t %s\t %d\t %.1f\t %.2f\t %.0f\t %s\t %.1f\t %s\t %d\t %s\t %.2f\t %.2f\t %s\t\n",
+			r.Case, readerName(flavor, r.Mode), r.Rows, float64(r.Bytes)/(1<<20), r.Seconds, r.RowsPerSec(), steady, r.MiBPerSec(), ratio, r.MaxRSS>>20, blocked, r.CPU, r.ServerCPU, out)
 	}
 	tw.Flush()
+	if len(dbz) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
+	fmt.Fprintln(tw, "| tables\t rows/s sluice ÷ Debezium\t steady rows/s sluice ÷ Debezium\t CPU Debezium ÷ sluice\t max RSS Debezium ÷ sluice\t output bytes Debezium ÷ sluice\t")
+	fmt.Fprintln(tw, "|---\t---:\t---:\t---:\t---:\t---:\t")
+	for _, r := range results {
+		d, ok := dbz[r.Case]
+		if r.Mode != SnapshotDbz || !ok {
+			continue
+		}
+		fmt.Fprintf(tw, "| %s\t %s\t %s\t %s\t %s\t %s\t\n", r.Case, times(r.RowsPerSec(), d.RowsPerSec()),
+			times(r.SteadyRowsPerSec(), d.SteadyRowsPerSec()), times(d.CPU, r.CPU), times(float64(d.MaxRSS), float64(r.MaxRSS)),
+			times(float64(d.OutBytes), float64(r.OutBytes)))
+	}
+	tw.Flush()
+}
+
+// times is a over b as a ratio ("-" where b is not positive).
+func times(a, b float64) string {
+	if !(b > 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", a/b)
 }

@@ -61,17 +61,20 @@ func TestSnapshotBench(t *testing.T) {
 			t.Fatalf("DumpVersion = %q, %v", v, err)
 		}
 
-		results, err := RunSnapshot(ctx, db, sizes, SnapshotOptions{Parallel: 2, Chunk: 500, Self: bin, NoQuietWait: true, Log: &log})
+		results, err := RunSnapshot(ctx, db, sizes, SnapshotOptions{Modes: SnapshotAllModes, Parallel: 2, Chunk: 500, Self: bin, NoQuietWait: true, Log: &log})
 		if err != nil {
 			t.Fatalf("%v\n%s", err, log.String())
 		}
 		wantMethod := map[position.Flavor]string{position.MariaDB: "backup-stage", position.MySQL: "global-read-lock"}[flavor]
 		cases := sizes.Cases()
-		if len(results) != len(cases)*len(SnapshotModes) {
-			t.Fatalf("%d results, want %d: %+v", len(results), len(cases)*len(SnapshotModes), results)
+		modes := SnapshotAllModes
+		if len(results) != len(cases)*len(modes) {
+			t.Fatalf("%d results, want %d: %+v", len(results), len(cases)*len(modes), results)
 		}
+		written := map[string]int64{}
 		for i, r := range results {
-			c, mode := cases[i/len(SnapshotModes)], SnapshotModes[i%len(SnapshotModes)]
+			c, mode := cases[i/len(modes)], modes[i%len(modes)]
+			written[c.Name+" "+mode] = r.OutBytes
 			if r.Case != c.Name || r.Mode != mode || r.Rows != c.Rows || r.Bytes != c.Bytes {
 				t.Errorf("result %d: %+v, want case %s mode %s rows %d bytes %d", i, r, c.Name, mode, c.Rows, c.Bytes)
 			}
@@ -88,19 +91,35 @@ func TestSnapshotBench(t *testing.T) {
 				if self := hwm("self"); r.MaxRSS >= self {
 					t.Errorf("%s %s: max RSS %d, this process's own peak %d", r.Case, r.Mode, r.MaxRSS, self)
 				}
+			case SnapshotDbzEmbedded:
+				if r.Method != "" || r.OutBytes <= 0 || r.SteadySeconds < 0 || r.FirstRows != 1 || r.OwnSeconds <= r.SteadySeconds {
+					t.Errorf("%s %s: %+v", r.Case, r.Mode, r)
+				}
 			default:
+				// (The steady time of so few rows may round to 0.)
+				if r.SteadySeconds < 0 || r.FirstRows <= 0 || r.FirstRows > r.Rows {
+					t.Errorf("%s %s: no steady rate: %+v", r.Case, r.Mode, r)
+				}
 				if r.Method != wantMethod || r.Blocked <= 0 || r.Blocked > 10*time.Second {
 					t.Errorf("%s %s: method %q, writers blocked %v; want %s and a time", r.Case, r.Mode, r.Method, r.Blocked, wantMethod)
 				}
-				if (mode == SnapshotDebezium) != (r.OutBytes > 0) {
+				if (mode != SnapshotNone) != (r.OutBytes > 0) {
 					t.Errorf("%s %s: output %d bytes", r.Case, r.Mode, r.OutBytes)
 				}
+			}
+		}
+		// sluice's format debezium and Debezium's JsonConverter wrote the
+		// same records (compared value by value in cmd/sluice's oracle
+		// tests): here, about the same bytes.
+		for _, c := range cases {
+			if a, b := written[c.Name+" "+SnapshotDbz], written[c.Name+" "+SnapshotDbzEmbedded]; a < b*9/10 || a > b*11/10 {
+				t.Errorf("%s: sluice wrote %d bytes of Debezium JSON, Debezium %d", c.Name, a, b)
 			}
 		}
 		var rep bytes.Buffer
 		ReportSnapshot(&rep, flavor, results)
 		lines, _ := SnapshotVerdict(flavor, results)
-		for _, want := range []string{"÷ " + DumpName(flavor), "| both", " " + DumpName(flavor) + " ", wantMethod} {
+		for _, want := range []string{"÷ " + DumpName(flavor), "sluice ÷ Debezium", "| both", " " + DumpName(flavor) + " ", wantMethod} {
 			if !strings.Contains(rep.String(), want) {
 				t.Errorf("the table lacks %q:\n%s", want, rep.String())
 			}

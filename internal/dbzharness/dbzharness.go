@@ -643,9 +643,10 @@ func connectorProps(class, host string, port int, user, password, tables string,
 // (the harness's Bench class, a JVM of its own): one engine with props
 // that stops after max records, writing each value as JsonConverter does
 // (with schemas when schemas) to output, and prints its rows=N ...
-// summary. dir holds the properties and the schema history.
-func BenchCommand(ctx context.Context, dir string, props map[string]string, max int64, schemas bool, output string) (*exec.Cmd, error) {
-	cp, err := Build(ctx, DebeziumVersion)
+// summary. dir holds the properties and the schema history; version is
+// the Debezium of the harness (VersionFor the server's flavor).
+func BenchCommand(ctx context.Context, version, dir string, props map[string]string, max int64, schemas bool, output string) (*exec.Cmd, error) {
+	cp, err := Build(ctx, version)
 	if err != nil {
 		return nil, err
 	}
