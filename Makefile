@@ -153,13 +153,16 @@ bench: deps bench-build
 
 # Debezium itself as the speed peer (issue 25): Debezium Embedded in a JVM
 # of its own beside sluice tail --format debezium, streaming (without and
-# with schemas) then the initial snapshot of the 10M + 2M row tables, on
+# with schemas), the initial snapshot of the 10M + 2M row tables, then the
+# commit-to-consumer latency through a real Kafka at 1k and 10k rows/s
+# (sluice run beside Debezium's connector in Kafka Connect), on
 # MariaDB (3.5.0's MariaDB connector: debezium-connector-mariadb is not
 # served at 3.6.1) then MySQL (3.6.1's MySQL connector). Needs Java and
 # Maven (make deps); the harnesses are built once into the test cache.
 bench-debezium: deps bench-build
 	bin/sluice-bench libslave --modes debezium,debezium-schemas,dbz-embedded,dbz-embedded-schemas
 	bin/sluice-bench snapshot --modes dump,sluice-dbz,dbz-embedded
+	bin/sluice-bench kafka-latency
 
 # The snapshot benchmark on MariaDB then MySQL, beside mariadb-dump and
 # mysqldump (10M + 2M rows on each; a few minutes per server).

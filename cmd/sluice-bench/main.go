@@ -35,7 +35,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(libslaveCmd(), childCmd(), snapshotCmd(), pipelineCmd(), sourcesCmd())
+	root.AddCommand(libslaveCmd(), childCmd(), snapshotCmd(), pipelineCmd(), sourcesCmd(), kafkaLatencyCmd())
 	cmdmain.Run(root)
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 
 	"github.com/sluice-cdc/sluice/internal/dbzharness"
 	"github.com/sluice-cdc/sluice/internal/testenv/throwaway"
@@ -84,4 +85,37 @@ func dbzExtraProps(props map[string]string) {
 			}
 		}
 	}
+}
+
+// startDebeziumConnect (RunKafkaLatency's Debezium) starts a Kafka Connect worker (standalone, a JVM
+// with both compiler tiers and its default collector, 1 GiB of heap)
+// running Debezium's connector for db's flavor on bench.lat from the
+// current position (snapshot.mode=no_data) into <prefix>.bench.lat, the
+// converters JsonConverter without schemas, every other option
+// Debezium's and Connect's default; SLUICE_BENCH_DBZ_PROPS overrides the
+// connector's.
+func startDebeziumConnect(ctx context.Context, db *throwaway.Server, k *throwaway.Kafka, prefix string, serverID uint32) (latencyReader, error) {
+	props := dbzharness.ConnectorProps(db.Flavor, prefix, prefix, k.Brokers(), db.Host, db.Port, db.User, db.Password, `bench\.lat`, serverID)
+	props["snapshot.mode"] = "no_data"
+	dbzExtraProps(props)
+	c, err := throwaway.StartConnect(ctx, throwaway.ConnectOptions{
+		Brokers: k.Brokers(),
+		Plugins: []throwaway.ConnectPlugin{dbzharness.ConnectorPlugin(db.Flavor)},
+		Worker: map[string]string{
+			"key.converter.schemas.enable":   "false",
+			"value.converter.schemas.enable": "false",
+		},
+		Version: dbzharness.ConnectVersionFor(db.Flavor),
+		HeapMB:  1024,
+		FullJIT: true,
+	}, props)
+	if err != nil {
+		return latencyReader{}, err
+	}
+	return latencyReader{pid: c.Pid(), stop: c.Close}, nil
+}
+
+// dieWithParent has the kernel kill cmd's process when this one dies.
+func dieWithParent(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

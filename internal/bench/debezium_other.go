@@ -19,3 +19,9 @@ func debeziumCmd(ctx context.Context, db *throwaway.Server, rg Range, mode strin
 func dbzSnapshotCmd(ctx context.Context, db *throwaway.Server, tables []string, rows int64, output string) (*exec.Cmd, func(), error) {
 	return nil, nil, errDebeziumLinux
 }
+
+func startDebeziumConnect(ctx context.Context, db *throwaway.Server, k *throwaway.Kafka, prefix string, serverID uint32) (latencyReader, error) {
+	return latencyReader{}, errDebeziumLinux
+}
+
+func dieWithParent(cmd *exec.Cmd) {}

@@ -375,12 +375,28 @@ func Report(w io.Writer, results []Result) {
 		}
 		return fmt.Sprintf("%.2f×", a.RowsPerSec()/b.RowsPerSec())
 	}
+	// Each table is printed where one of its modes ran (--modes).
+	ran := func(modes ...string) bool {
+		for _, m := range by {
+			for _, mode := range modes {
+				if m[mode].Rows > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| range\t rows\t binlog MB\t sluice rows/s\t go-mysql rows/s\t raw floor rows/s\t sluice/go-mysql\t sluice/raw\t sluice max RSS MiB\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	if ran("sluice", "go-mysql", "raw") {
+		fmt.Fprintln(tw, "| range\t rows\t binlog MB\t sluice rows/s\t go-mysql rows/s\t raw floor rows/s\t sluice/go-mysql\t sluice/raw\t sluice max RSS MiB\t")
+		fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	}
 	for _, name := range order {
 		m := by[name]
 		s, g, raw := m["sluice"], m["go-mysql"], m["raw"]
+		if s.Rows == 0 && g.Rows == 0 && raw.Rows == 0 {
+			continue
+		}
 		fmt.Fprintf(tw, "| %s\t %d\t %.0f\t %.0f\t %.0f\t %.0f\t %s\t %s\t %d\t\n", name, s.Rows, float64(raw.Bytes)/1e6,
 			s.RowsPerSec(), g.RowsPerSec(), raw.RowsPerSec(), ratio(s, g), ratio(s, raw), s.MaxRSS>>20)
 	}
@@ -390,10 +406,12 @@ func Report(w io.Writer, results []Result) {
 	// sluice's own (the budget: debezium without schemas within
 	// 10% of it, with schemas within 40%), and the CPU time of the tail
 	// process per row with its ratio to sluice's (above 1: costs more).
-	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
-	fmt.Fprintln(tw, "| range\t sluice JSON rows/s\t B/row\t CPU ns/row\t debezium rows/s\t B/row\t vs sluice\t CPU ns/row\t CPU vs sluice\t debezium+schemas rows/s\t B/row\t vs sluice\t CPU ns/row\t CPU vs sluice\t")
-	fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	if ran("sluice-json", "debezium", "debezium-schemas") {
+		fmt.Fprintln(w)
+		fmt.Fprintln(tw, "| range\t sluice JSON rows/s\t B/row\t CPU ns/row\t debezium rows/s\t B/row\t vs sluice\t CPU ns/row\t CPU vs sluice\t debezium+schemas rows/s\t B/row\t vs sluice\t CPU ns/row\t CPU vs sluice\t")
+		fmt.Fprintln(tw, "|---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t---\t")
+	}
 	cpuRow := func(r Result) string {
 		if r.Rows == 0 || r.CPUSeconds == 0 {
 			return "-"

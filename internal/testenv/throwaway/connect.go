@@ -70,6 +70,16 @@ type ConnectOptions struct {
 	Worker map[string]string
 	// HeapMB bounds the worker's heap; default 384.
 	HeapMB int
+	// Version is the Kafka Connect (connect-runtime) version: by default
+	// KafkaVersion, the brokers'. A connector built against an older
+	// Kafka may need its own (Debezium 3.6 uses a class Kafka 4.4
+	// removed).
+	Version string
+	// FullJIT runs the JVM as a deployment does, with its default
+	// collector and both compiler tiers, for a benchmark; by default the
+	// worker starts faster (the serial collector, C1 only) and runs
+	// slower, which is what a test wants.
+	FullJIT bool
 	// LogLevel is log4j2's level for the connectors' packages (default
 	// WARN, as for the worker).
 	LogLevel string
@@ -85,25 +95,37 @@ type Connect struct {
 	closed bool
 }
 
-var (
-	ensureConnectOnce sync.Once
-	ensureConnectCP   string
-	ensureConnectErr  error
-)
+var ensureConnect struct {
+	mu sync.Mutex
+	cp map[string]string // by version
+}
 
-// EnsureConnect makes sure java is installed and Kafka Connect's jars are
-// in the test cache (fetched with Maven once, under the cache's lock), and
-// returns the worker's class path.
-func EnsureConnect() (classPath string, err error) {
-	ensureConnectOnce.Do(func() {
-		base, err := CacheDir()
-		if err != nil {
-			ensureConnectErr = err
-			return
-		}
-		ensureConnectCP, ensureConnectErr = cachedJars(filepath.Join(base, "connect-"+KafkaVersion), connectPOM, "Kafka Connect "+KafkaVersion)
-	})
-	return ensureConnectCP, ensureConnectErr
+// EnsureConnect makes sure java is installed and the jars of Kafka Connect
+// version (KafkaVersion when empty) are in the test cache (fetched with
+// Maven once, under the cache's lock), and returns the worker's class
+// path.
+func EnsureConnect(version string) (classPath string, err error) {
+	if version == "" {
+		version = KafkaVersion
+	}
+	ensureConnect.mu.Lock()
+	defer ensureConnect.mu.Unlock()
+	if cp, ok := ensureConnect.cp[version]; ok {
+		return cp, nil
+	}
+	base, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	cp, err := cachedJars(filepath.Join(base, "connect-"+version), connectPOM, "Kafka Connect "+version, "-Dconnect.version="+version)
+	if err != nil {
+		return "", err
+	}
+	if ensureConnect.cp == nil {
+		ensureConnect.cp = map[string]string{}
+	}
+	ensureConnect.cp[version] = cp
+	return cp, nil
 }
 
 // cachedJars returns the class path of the jars of pom's runtime
@@ -181,7 +203,7 @@ func StartConnect(ctx context.Context, opts ConnectOptions, connectors ...map[st
 	if err != nil {
 		return nil, err
 	}
-	cp, err := EnsureConnect()
+	cp, err := EnsureConnect(opts.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -252,14 +274,16 @@ func StartConnect(ctx context.Context, opts ConnectOptions, connectors ...map[st
 			return fmt.Errorf("testenv: %w", err)
 		}
 		defer out.Close()
-		args := append([]string{
-			"-Xmx" + strconv.Itoa(opts.HeapMB) + "m", "-Xms64m",
-			"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+		jvm := []string{"-Xmx" + strconv.Itoa(opts.HeapMB) + "m", "-Xms64m"}
+		if !opts.FullJIT {
+			jvm = append(jvm, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+		}
+		args := append(append(jvm,
 			"-Djava.awt.headless=true",
-			"-Dlog4j2.configurationFile=" + logConf,
+			"-Dlog4j2.configurationFile="+logConf,
 			"-cp", cp,
 			"org.apache.kafka.connect.cli.ConnectStandalone", wp,
-		}, files...)
+		), files...)
 		p, err := startProcess(java, args, out, dir)
 		if err != nil {
 			return fmt.Errorf("testenv: starting %s (Kafka Connect): %w", java, err)
@@ -398,6 +422,16 @@ func (c *Connect) waitLocked(ctx context.Context, names []string) error {
 		}
 	}
 	return nil
+}
+
+// Pid is the worker's process id (its JVM's).
+func (c *Connect) Pid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc == nil {
+		return 0
+	}
+	return c.proc.pid
 }
 
 // Close kills the worker and removes its directory. It is idempotent.
