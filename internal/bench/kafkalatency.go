@@ -429,15 +429,7 @@ func latencyRow(value []byte) (int64, time.Time, error) {
 // ReportKafkaLatency prints the results as a Markdown table, sluice and
 // Debezium side by side at each rate.
 func ReportKafkaLatency(w io.Writer, results []KafkaLatencyResult) {
-	byRate := map[int]map[string]KafkaLatencyResult{}
-	var rates []int
-	for _, r := range results {
-		if byRate[r.Rate] == nil {
-			byRate[r.Rate] = map[string]KafkaLatencyResult{}
-			rates = append(rates, r.Rate)
-		}
-		byRate[r.Rate][r.Reader] = r
-	}
+	byRate, rates := groupBy(results, func(r KafkaLatencyResult) (int, string) { return r.Rate, r.Reader })
 	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', tabwriter.Debug)
 	fmt.Fprintln(tw, "| rows/s (achieved, rows per txn)\t reader\t rows\t p50 ms\t p99 ms\t max ms\t CPU ns/row\t ready s\t p50 Debezium ÷ sluice\t p99 Debezium ÷ sluice\t CPU Debezium ÷ sluice\t")
 	fmt.Fprintln(tw, "|---\t---\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t---:\t")

@@ -358,17 +358,26 @@ func runChild(ctx context.Context, opts Options, db *throwaway.Server, rg Range,
 	return res, nil
 }
 
+// groupBy indexes results by the two keys of each (the last result of a
+// pair wins), and returns the first keys in the order first seen: the
+// rows of a report and its columns.
+func groupBy[K comparable, R any](results []R, keys func(R) (K, string)) (map[K]map[string]R, []K) {
+	by := map[K]map[string]R{}
+	var order []K
+	for _, r := range results {
+		k, sub := keys(r)
+		if by[k] == nil {
+			by[k] = map[string]R{}
+			order = append(order, k)
+		}
+		by[k][sub] = r
+	}
+	return by, order
+}
+
 // Report prints the results as a Markdown table with ratios.
 func Report(w io.Writer, results []Result) {
-	by := map[string]map[string]Result{}
-	var order []string
-	for _, r := range results {
-		if by[r.Range] == nil {
-			by[r.Range] = map[string]Result{}
-			order = append(order, r.Range)
-		}
-		by[r.Range][r.Mode] = r
-	}
+	by, order := groupBy(results, func(r Result) (string, string) { return r.Range, r.Mode })
 	ratio := func(a, b Result) string {
 		if a.RowsPerSec() == 0 || b.RowsPerSec() == 0 {
 			return "-"
