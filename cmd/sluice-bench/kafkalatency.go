@@ -60,7 +60,7 @@ over sluice's.`,
 			}
 			ctx := cmd.Context()
 			fmt.Fprintf(os.Stderr, "starting Apache Kafka %s (one broker)...\n", throwaway.KafkaVersion)
-			k, err := throwaway.StartKafka(ctx, throwaway.KafkaOptions{})
+			k, err := throwaway.StartKafka(ctx, throwaway.KafkaOptions{HeapMB: 1024, FullJIT: true}) // as a deployment runs
 			if err != nil {
 				return err
 			}

@@ -65,7 +65,7 @@ func netSinkKinds() []bench.SinkKind {
 			defer benchKafka.mu.Unlock()
 			if benchKafka.k == nil {
 				fmt.Fprintf(os.Stderr, "starting Apache Kafka %s (one broker)...\n", throwaway.KafkaVersion)
-				k, err := throwaway.StartKafka(ctx, throwaway.KafkaOptions{})
+				k, err := throwaway.StartKafka(ctx, throwaway.KafkaOptions{HeapMB: 1024, FullJIT: true}) // as a deployment runs
 				if err != nil {
 					return nil, nil, err
 				}

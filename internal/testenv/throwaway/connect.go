@@ -75,10 +75,9 @@ type ConnectOptions struct {
 	// Kafka may need its own (Debezium 3.6 uses a class Kafka 4.4
 	// removed).
 	Version string
-	// FullJIT runs the JVM as a deployment does, with its default
-	// collector and both compiler tiers, for a benchmark; by default the
-	// worker starts faster (the serial collector, C1 only) and runs
-	// slower, which is what a test wants.
+	// FullJIT runs the JVM as a deployment does (jvmFlags), for a
+	// benchmark; by default the worker starts faster and runs slower, as
+	// a test wants.
 	FullJIT bool
 	// LogLevel is log4j2's level for the connectors' packages (default
 	// WARN, as for the worker).
@@ -274,11 +273,7 @@ func StartConnect(ctx context.Context, opts ConnectOptions, connectors ...map[st
 			return fmt.Errorf("testenv: %w", err)
 		}
 		defer out.Close()
-		jvm := []string{"-Xmx" + strconv.Itoa(opts.HeapMB) + "m", "-Xms64m"}
-		if !opts.FullJIT {
-			jvm = append(jvm, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
-		}
-		args := append(append(jvm,
+		args := append(append(jvmFlags(opts.HeapMB, opts.FullJIT),
 			"-Djava.awt.headless=true",
 			"-Dlog4j2.configurationFile="+logConf,
 			"-cp", cp,

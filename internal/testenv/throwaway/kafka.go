@@ -277,6 +277,24 @@ type KafkaOptions struct {
 	// keystore and truststore.
 	TLS        *certs.PKI
 	ClientAuth bool
+	// FullJIT runs each node's JVM as a deployment does (jvmFlags), for
+	// a benchmark; by default it starts fast and runs slower, as a test
+	// wants.
+	FullJIT bool
+}
+
+// jvmFlags are the heap and JIT flags of a throwaway server's JVM
+// (brokers, Kafka Connect): by default the serial collector and the
+// client compiler only — two cores shared with the tests, and a JVM that
+// lives for one test binary, started fast; with fullJIT the JVM's own
+// defaults (G1, both compiler tiers), as a deployment runs, for the
+// benchmarks, where the tests' flags would slow the server measured.
+func jvmFlags(heapMB int, fullJIT bool) []string {
+	f := []string{"-Xmx" + strconv.Itoa(heapMB) + "m", "-Xms64m"}
+	if !fullJIT {
+		f = append(f, "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
+	}
+	return f
 }
 
 // Kafka is a running throwaway Kafka cluster. Its methods are safe for
@@ -695,16 +713,12 @@ func (k *Kafka) launchLocked(n *kafkaNode) error {
 		return fmt.Errorf("testenv: %w", err)
 	}
 	defer out.Close()
-	args := []string{
-		"-Xmx" + strconv.Itoa(k.opts.HeapMB) + "m", "-Xms64m",
-		// Serial GC and the client compiler: two cores shared with the
-		// tests, and a JVM that lives for one test binary.
-		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+	args := append(jvmFlags(k.opts.HeapMB, k.opts.FullJIT),
 		"-Djava.awt.headless=true",
-		"-Dlog4j2.configurationFile=" + logConf,
+		"-Dlog4j2.configurationFile="+logConf,
 		"-cp", k.dist.ClassPath,
 		"kafka.Kafka", conf,
-	}
+	)
 	p, err := startProcess(k.dist.Java, args, out, n.dir)
 	if err != nil {
 		return fmt.Errorf("testenv: starting %s (Kafka node %d): %w", k.dist.Java, n.id, err)
