@@ -20,17 +20,41 @@ import (
 	"github.com/sluice-cdc/sluice/snapshot"
 )
 
+// table is a table rebuilt from what a Stream hands out. It also checks,
+// as each snapshot row arrives, the watermark method's promise that no
+// chunk row is older than a change already delivered: a chunk row for a
+// key some change has set (or deleted) must be that key's current value,
+// since the changes before the chunk's window are visible to its read
+// and a change inside the window drops the row. A violation is caught
+// when it happens, so that a later write to the same row cannot hide it.
 type table struct {
-	state map[string]string
+	state   map[string]string
+	changed map[string]bool // keys some change has set or deleted
+	stale   []string        // chunk rows older than a change delivered before them
 }
 
-func (tb *table) apply(ch *binlog.Change) {
+func newTable() *table {
+	return &table{state: map[string]string{}, changed: map[string]bool{}}
+}
+
+func (tb *table) apply(ch *binlog.Change, snap bool) {
 	key := func(r binlog.Row) string { return ch.Table.Name + " " + string(codec.AppendKey(nil, ch.Table, r)) }
 	if ch.Before != nil {
-		delete(tb.state, key(ch.Before))
+		k := key(ch.Before)
+		delete(tb.state, k)
+		tb.changed[k] = true
 	}
 	if ch.After != nil {
-		tb.state[key(ch.After)] = string(codec.AppendRow(nil, ch.Table, ch.After))
+		k, v := key(ch.After), string(codec.AppendRow(nil, ch.Table, ch.After))
+		if !snap {
+			tb.changed[k] = true
+		} else if cur, ok := tb.state[k]; tb.changed[k] && (!ok || cur != v) {
+			if !ok {
+				cur = "(deleted)"
+			}
+			tb.stale = append(tb.stale, fmt.Sprintf("chunk row %s %q after a change made it %s", k, v, cur))
+		}
+		tb.state[k] = v
 	}
 }
 
@@ -176,6 +200,15 @@ func TestStreamSnapshotUnderWrites(t *testing.T) {
 				if res.chunks < 10 || res.changes == 0 {
 					t.Fatalf("%d chunks, %d changes: the test did not overlap writes with chunks", res.chunks, res.changes)
 				}
+				for i, s := range res.stale {
+					if i == 10 {
+						break
+					}
+					t.Error(s)
+				}
+				if len(res.stale) > 0 {
+					t.Fatalf("%d chunk rows older than changes delivered before them", len(res.stale))
+				}
 				compareStates(t, res.got, res.want)
 			})
 		}
@@ -216,8 +249,8 @@ func TestWatermarkRulesNeeded(t *testing.T) {
 						db := testenv.StartT(t, srv.opts)
 						res := streamUnderWrites(t, db, srv.signal, streamLoad{pieces: 20, chunk: 200, writers: 8})
 						diffs := diffStates(res.got, res.want)
-						t.Logf("without the rule, load %d: %d chunks, %d changes, %d rows differ", try, res.chunks, res.changes, len(diffs))
-						if len(diffs) > 0 {
+						t.Logf("without the rule, load %d: %d chunks, %d changes, %d chunk rows stale when read, %d rows differ at the end", try, res.chunks, res.changes, len(res.stale), len(diffs))
+						if len(diffs) > 0 || len(res.stale) > 0 {
 							return
 						}
 						if try == tries {
@@ -233,6 +266,7 @@ func TestWatermarkRulesNeeded(t *testing.T) {
 
 type streamResult struct {
 	got, want                 map[string]string
+	stale                     []string // see table
 	snapRows, changes, chunks int
 	writes                    int64
 }
@@ -285,7 +319,7 @@ func streamUnderWrites(t *testing.T, db *testenv.Server, signal string, load str
 		since = 0
 	}
 	addPiece()
-	tb := &table{state: map[string]string{}}
+	tb := newTable()
 	res := streamResult{got: tb.state}
 	snapDone := false
 	deadline := time.Now().Add(3 * time.Minute)
@@ -327,7 +361,7 @@ func streamUnderWrites(t *testing.T, db *testenv.Server, signal string, load str
 			} else {
 				res.changes++
 			}
-			tb.apply(ch)
+			tb.apply(ch, txn.Snapshot)
 		}
 		if txn.SnapshotLast && added == pieces {
 			snapDone = true
@@ -349,6 +383,7 @@ func streamUnderWrites(t *testing.T, db *testenv.Server, signal string, load str
 		}
 	}
 	res.want = serverState(t, db, "t")
+	res.stale = tb.stale
 	return res
 }
 
@@ -397,7 +432,7 @@ func deferredUnderWrites(t *testing.T, flavor position.Flavor) {
 			if err := s.AddTable(ctx, "app", "t", ""); err != nil {
 				t.Fatal(err)
 			}
-			tb := &table{state: map[string]string{}}
+			tb := newTable()
 			snapDone := false
 			var writes int64
 			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
@@ -415,7 +450,10 @@ func deferredUnderWrites(t *testing.T, flavor position.Flavor) {
 				}
 				for i := range txn.Changes {
 					if txn.Changes[i].Table != nil {
-						tb.apply(&txn.Changes[i])
+						// Not checked for stale chunk rows: a table without
+						// transactions shows a change before its event,
+						// so its chunk rows may be newer than the stream.
+						tb.apply(&txn.Changes[i], txn.Snapshot)
 					}
 				}
 				if txn.SnapshotLast {
