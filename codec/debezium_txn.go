@@ -163,17 +163,7 @@ func IsTruncate(ch *binlog.Change) bool {
 // (upper case), its leading comments skipped.
 func startsWith(q string, kws ...string) bool {
 	for _, kw := range kws {
-		for {
-			q = strings.TrimLeft(q, " \t\r\n")
-			if !strings.HasPrefix(q, "/*") {
-				break
-			}
-			end := strings.Index(q[2:], "*/")
-			if end < 0 {
-				return false
-			}
-			q = q[2+end+2:]
-		}
+		q = skipSpaceAndComments(q)
 		if len(q) < len(kw) || !strings.EqualFold(q[:len(kw)], kw) ||
 			len(q) > len(kw) && !strings.ContainsRune(" \t\r\n`", rune(q[len(kw)])) {
 			return false

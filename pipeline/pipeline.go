@@ -699,8 +699,10 @@ type builder struct {
 	wm int64
 	// noLast: see plan.noLast (consumed by the first row it unmarks).
 	noLast []bool
-	// kcs is scratch: the key change of the current change per format.
-	kcs []*KeyChange
+	// kcs is scratch: the key change of the current change per format;
+	// splits its events in place of one (sink.Message.Split).
+	kcs    []*KeyChange
+	splits [][][]byte
 	// fmtTxn and fmtTrunc say, per format, that it has Debezium's
 	// transaction metadata and TRUNCATE events; anyTxn and anyTrunc that
 	// some format has.
@@ -912,7 +914,7 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			ord2 = codec.TxnOrder{ID: tx.id, TotalOrder: tx.events + 2, DataCollectionOrder: tx.tables[ti].Count + 2}
 		}
 		trunc := b.anyTrunc && codec.IsTruncate(ch)
-		kcs := b.kcs[:0]
+		kcs, splits := b.kcs[:0], b.splits[:0]
 		twoEvents := false
 		for k, enc := range bs.encs {
 			v0 := len(bt.buf)
@@ -947,8 +949,13 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 				}
 			}
 			kcs = append(kcs, kc)
+			var split [][]byte
+			if ch.Op == binlog.OpDDL && !trunc {
+				split = enc.AppendDebeziumSplit(t, ch)
+			}
+			splits = append(splits, split)
 		}
-		b.kcs = kcs
+		b.kcs, b.splits = kcs, splits
 		var mark *TxnMark
 		if data {
 			inc := int64(1)
@@ -984,13 +991,13 @@ func (b *builder) txn(ctx context.Context, si int, t *binlog.Txn, et int64, size
 			m.Held = txnMask | b.heldOpen(bt, si, t)
 			bt.held = bt.held || m.Held != 0
 		}
-		m.KeyChange = kcs[0]
+		m.KeyChange, m.Split = kcs[0], splits[0]
 		if mark != nil || trunc {
 			b.formatMarks(&m, 0, mark, trunc)
 		}
 		bt.Messages = append(bt.Messages, m)
 		for k := range bt.alt {
-			m.KeyChange = kcs[k+1]
+			m.KeyChange, m.Split = kcs[k+1], splits[k+1]
 			if mark != nil || trunc {
 				b.formatMarks(&m, k+1, mark, trunc)
 			}

@@ -160,7 +160,8 @@ func (b *builder) plainTxn(ctx context.Context, si int, t *binlog.Txn, et int64,
 // appendLine appends ch's line (with Keys, its key and a tab first). In
 // format debezium an update that changed the primary key is two lines, a
 // delete under the old key and a create under the new, as Debezium writes
-// it (and as the pipeline's other sinks get it, KeyChange).
+// it (and as the pipeline's other sinks get it, KeyChange), and a DROP
+// TABLE of several tables one line per table (Split).
 func (o *plainOut) appendLine(dst []byte, t *binlog.Txn, ch *binlog.Change, snap codec.Snapshot) []byte {
 	if o.enc.Format().IsDebezium() && ch.Op == binlog.OpUpdate && ch.Table != nil && len(ch.Table.PrimaryKey) > 0 {
 		newKey := o.enc.AppendKey(nil, ch)
@@ -174,6 +175,16 @@ func (o *plainOut) appendLine(dst []byte, t *binlog.Txn, ch *binlog.Change, snap
 			}
 			return append(append(dst, kc.Create...), '\n')
 		}
+	}
+	if split := o.enc.AppendDebeziumSplit(t, ch); split != nil {
+		// A DROP TABLE of several tables: Debezium's event per table.
+		for _, v := range split {
+			if o.keys {
+				dst = append(o.enc.AppendKey(dst, ch), '\t')
+			}
+			dst = append(append(dst, v...), '\n')
+		}
+		return dst
 	}
 	if o.keys && ch.Op == binlog.OpDDL {
 		// The value first: format debezium names a schema-change key

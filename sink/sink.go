@@ -82,6 +82,13 @@ type Message struct {
 	// new key, which a sink with keys (Kafka) writes in its place. Other
 	// sinks write Value, the update.
 	KeyChange *KeyChange
+	// Split is set, in format debezium, on a statement Debezium writes as
+	// several schema-change events (a DROP TABLE of several tables: one
+	// per table, codec.Encoder.AppendDebeziumSplit), each without a
+	// trailing newline: a sink with records (Kafka) writes them in place
+	// of Value, under Key, the end on the last. Other sinks write Value,
+	// one event with a table change per table.
+	Split [][]byte
 	// Truncate is set, in format debezium with TRUNCATE events
 	// (skipped.operations: none), on a TRUNCATE TABLE: Value is then
 	// Debezium's op "t" event, for the table's topic, with no key, and

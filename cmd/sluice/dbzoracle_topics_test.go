@@ -369,17 +369,16 @@ func waitForBinlogDumps(t *testing.T, db *testenv.Server, n int) {
 // not, each with the reason (docs/FORMAT.md, "Verified against
 // Debezium"): keyed by a name the test logs with the count it left out.
 var debeziumLeftOut = map[string]string{
-	"keyless tombstone":   "Debezium writes a tombstone with a null key after a delete from a table without a primary key; sluice writes none: there is no key to compact, and a compacted topic refuses a null key",
-	"empty transaction":   "Debezium writes a BEGIN and an END (event_count 0) for a transaction none of whose changes it captures; sluice writes transaction metadata for the transactions it delivers changes of",
-	"unended BEGIN":       "Debezium 3.5.0's MariaDB connector writes a BEGIN for each DDL statement and TRUNCATE (MariaDB logs them in a GTID group of their own) and never its END; sluice writes BEGIN and END around data changes only",
-	"uncaptured DDL":      "Debezium writes on the schema-change topic DDL of databases outside database.include.list (CREATE DATABASE, and the DDL of a database it does not capture); sluice writes the DDL of the databases it captures",
-	"one event per table": "Debezium writes a DROP TABLE of several tables as one event per table (each its own \"DROP TABLE `db`.`t`\"); sluice writes the statement once, with a table change per table (open: docs/FORMAT.md)",
-	"routine DDL":         "sluice writes every DDL statement of a captured database on the schema-change topic, a CREATE FUNCTION or PROCEDURE too; Debezium leaves routines out",
+	"keyless tombstone": "Debezium writes a tombstone with a null key after a delete from a table without a primary key; sluice writes none: there is no key to compact, and a compacted topic refuses a null key",
+	"empty transaction": "Debezium writes a BEGIN and an END (event_count 0) for a transaction none of whose changes it captures; sluice writes transaction metadata for the transactions it delivers changes of",
+	"unended BEGIN":     "Debezium 3.5.0's MariaDB connector writes a BEGIN for each DDL statement and TRUNCATE (MariaDB logs them in a GTID group of their own) and never its END; sluice writes BEGIN and END around data changes only",
+	"uncaptured DDL":    "Debezium writes on the schema-change topic DDL of databases outside database.include.list (CREATE DATABASE, and the DDL of a database it does not capture); sluice writes the DDL of the databases it captures",
+	"routine DDL":       "sluice writes every DDL statement of a captured database on the schema-change topic, a CREATE FUNCTION or PROCEDURE too; Debezium leaves routines out",
 }
 
 // leaveOut removes from Debezium's records of topic tp those that
-// debeziumLeftOut names, and from sluice's the routine DDL and the
-// statements Debezium writes one event per table of, and logs how many.
+// debeziumLeftOut names, and from sluice's the routine DDL, and logs how
+// many.
 // captured are the databases both capture; schemaTopic is the
 // schema-change topic.
 func leaveOut(t *testing.T, tp, schemaTopic string, captured []string, theirs, mine []dbzharness.Record) ([]dbzharness.Record, []dbzharness.Record) {
@@ -412,30 +411,18 @@ func leaveOut(t *testing.T, tp, schemaTopic string, captured []string, theirs, m
 	var keptTheirs []dbzharness.Record
 	switch {
 	case tp == schemaTopic:
-		// By the statement's binlog position: Debezium writes several
-		// events at one position where it splits a statement.
-		perPos := map[string]int{}
-		for _, r := range theirs {
-			perPos[where(parse(r))]++
-		}
 		minePos := map[string]bool{}
 		for _, r := range mine {
 			minePos[where(parse(r))] = true
 		}
-		split := map[string]bool{}
 		for _, r := range theirs {
 			in := parse(r)
 			switch {
 			case !slices.ContainsFunc(captured, func(db string) bool { return strings.EqualFold(db, in.DB) }):
 				left["uncaptured DDL"]++
-			case perPos[where(in)] > 1 && strings.HasPrefix(strings.ToUpper(in.DDL), "DROP TABLE"):
-				left["one event per table"]++
-				split[where(in)] = true
+			case !minePos[where(in)] && strings.HasPrefix(strings.ToUpper(in.DDL), "CREATE DATABASE IF NOT EXISTS"):
+				left["uncaptured DDL"]++ // a database that exists: sluice's history sees no change
 			default:
-				if !minePos[where(in)] && strings.HasPrefix(strings.ToUpper(in.DDL), "CREATE DATABASE IF NOT EXISTS") {
-					left["uncaptured DDL"]++ // a database that exists: sluice's history sees no change
-					continue
-				}
 				keptTheirs = append(keptTheirs, r)
 			}
 		}
@@ -445,15 +432,11 @@ func leaveOut(t *testing.T, tp, schemaTopic string, captured []string, theirs, m
 		}
 		var keptMine []dbzharness.Record
 		for _, r := range mine {
-			in := parse(r)
-			switch {
-			case split[where(in)]:
-				left["one event per table"]++
-			case !theirPos[where(in)] && routineDDL.MatchString(in.DDL):
+			if in := parse(r); !theirPos[where(in)] && routineDDL.MatchString(in.DDL) {
 				left["routine DDL"]++
-			default:
-				keptMine = append(keptMine, r)
+				continue
 			}
+			keptMine = append(keptMine, r)
 		}
 		mine = keptMine
 	case strings.HasSuffix(tp, ".transaction"):
@@ -496,15 +479,15 @@ var routineDDL = regexp.MustCompile(`(?is)^\s*(CREATE|DROP|ALTER)\b.*\b(FUNCTION
 // in docs/FORMAT.md ("Verified against Debezium").
 const (
 	whyDeclared   = "Debezium's schema follows the column as the CREATE TABLE wrote it (BOOLEAN is boolean with default TRUE, FLOAT(24) keeps its length, CHARACTER SET utf8 is utf8); sluice's schema history keeps it as the server stores it (TINYINT(1) with default 1, FLOAT, utf8mb3): open"
-	whyDropText   = "Debezium writes a DROP TABLE as it rewrote it, without the server's \"/* generated by server */\": open"
 	whyUnparsed   = "sluice's schema history (Vitess's grammar) does not read every CREATE TABLE Debezium's does (a PRIMARY KEY before the columns, SERIAL, NCHAR): the event's table is null, a later ALTER of the table has no table change, and the rows are read with information_schema's definition: open"
+	whyDDLText    = "Debezium 3.6's MySQL connector rewrites a statement's text before it writes it (its DdlNormalizer: a double-quoted string literal single-quoted, some keywords used as names backticked); sluice writes the statement as the server logged it (a DROP TABLE as Debezium rewrites it): open"
 	whyMariaDB    = "Debezium 3.5.0's MariaDB connector writes comments (doc, tableChanges) without include.schema.comments, where 3.6.1's MySQL connector does not; sluice writes them as 3.6.1: allowed"
 	whyOnUpdate   = "Debezium 3.5.0's MariaDB connector marks a column with ON UPDATE CURRENT_TIMESTAMP neither autoIncremented nor generated, 3.6.1's MySQL connector both; sluice writes them as 3.6.1: allowed"
 	whyTruncNoRow = "a TRUNCATE of a table sluice has read no row of since it started: its op \"t\" event's before and after schemas have no fields (the reader has no definition of the table; the schema history's would need the information_schema-to-column mapping that only the snapshot has): open"
 	whyTxnTrunc   = "Debezium 3.5.0's MariaDB connector gives a TRUNCATE's op \"t\" event a transaction block (of the BEGIN it never ends); sluice, none: allowed"
 	whyReal       = "Debezium's parser reads REAL as FLOAT (schema float); MySQL stores REAL as DOUBLE (without sql_mode REAL_AS_FLOAT) and sluice writes double, losing no digit: allowed"
 	whyRow        = "Debezium's DDL event keeps the row index of the last rows event before it; sluice's is 0: allowed"
-	whyJSONTime   = "a DATETIME inside a MySQL JSON value: Debezium writes no fraction when it is zero, sluice six digits: open"
+	whyJSONTime   = "a DATETIME inside a MySQL JSON value: Debezium's stream writes no fraction when it is zero (its binlog library's own JSON formatter), where its snapshot, MySQL's JSON text and sluice (stream and snapshot alike) write six digits: allowed"
 	whyJSONName   = "a MariaDB JSON column created while Debezium streams is io.debezium.data.Json in its schema (the type the CREATE TABLE wrote), one created before it started a plain string (SHOW CREATE TABLE's LONGTEXT), as sluice writes both: open, as the declared types"
 )
 
@@ -521,7 +504,9 @@ func topicOpen(flavor position.Flavor, tp string) map[string]string {
 	switch tp {
 	case "sluice": // the schema-change topic
 		add(whyRow, "source.row")
-		add(whyDropText, "ddl")
+		if flavor == position.MySQL {
+			add(whyDDLText, "ddl")
+		}
 		add(whyUnparsed, "tableChanges[].table", "tableChanges", "source.table")
 		add(whyDeclared, "tableChanges[].table.columns[].typeName", "tableChanges[].table.columns[].typeExpression",
 			"tableChanges[].table.columns[].jdbcType", "tableChanges[].table.columns[].length", "tableChanges[].table.columns[].scale",

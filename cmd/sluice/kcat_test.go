@@ -119,7 +119,8 @@ checkpoint: {path: %s, interval: 100ms}
 	}
 	wait("app.t", 2) // the snapshot's rows
 	if err := db.Exec(ctx, "INSERT INTO app.t VALUES (3, 9999.99, '1970-01-01 00:00:00.001')", "UPDATE app.t SET d = 2.25 WHERE id = 1",
-		"DELETE FROM app.t WHERE id = 2", "DELETE FROM app.k", "UPDATE app.t SET id = 5 WHERE id = 3", "ALTER TABLE app.t ADD note INT"); err != nil {
+		"DELETE FROM app.t WHERE id = 2", "DELETE FROM app.k", "UPDATE app.t SET id = 5 WHERE id = 3", "ALTER TABLE app.t ADD note INT",
+		"CREATE TABLE app.x1 (a INT)", "CREATE TABLE app.x2 (a INT)", "DROP TABLE app.x1, app.x2"); err != nil {
 		t.Fatal(err)
 	}
 	ts := wait("app.t", 9)
@@ -128,6 +129,23 @@ checkpoint: {path: %s, interval: 100ms}
 	// topic holds Debezium's data events only.
 	if ddl := wait("kc", 1); ddl[0].Payload == nil || !strings.Contains(*ddl[0].Payload, `"ddl":"ALTER TABLE app.t ADD note INT"`) {
 		t.Fatalf("schema-change topic kc: %+v, want the ALTER", ddl[0])
+	}
+	// A DROP TABLE of two tables is Debezium's two events, each its own
+	// statement, with the statement's seq; the end on the second only.
+	ddl := wait("kc", 5)
+	for i, tb := range []string{"x1", "x2"} {
+		r := ddl[3+i]
+		if r.Payload == nil || !strings.Contains(*r.Payload, `"ddl":"DROP TABLE `+"`app`.`"+tb+"`"+`"`) ||
+			!strings.Contains(*r.Payload, `"tableChanges":[{"type":"DROP","id":"\"app\".\"`+tb+`\"","table":null}]`) {
+			t.Fatalf("schema-change record %d: %+v, want the DROP of app.%s alone", 3+i, r, tb)
+		}
+		if _, end := r.header("sluice-end"); end != (i == 1) {
+			t.Fatalf("schema-change record %d: sluice-end %v, want it on the last of the statement's records", 3+i, end)
+		}
+	}
+	a, _ := ddl[3].header("sluice-seq")
+	if b, _ := ddl[4].header("sluice-seq"); a == "" || a != b {
+		t.Fatalf("the DROP's two records have seqs %v and %v, want the statement's one", ddl[3].Headers, ddl[4].Headers)
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("sluice run: %v\n%s", err, log.String())

@@ -634,6 +634,9 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 		if msgs[i].KeyChange != nil {
 			extra++ // delete and create in place of the update
 		}
+		if n := len(msgs[i].Split); n > 1 && dbz {
+			extra += n - 1 // Debezium's events in place of one
+		}
 		if *s.cfg.Tombstones && (msgs[i].Op == binlog.OpDelete && len(msgs[i].Key) > 0 || msgs[i].KeyChange != nil) {
 			extra++
 		}
@@ -733,6 +736,20 @@ func (s *Sink) records(ctx context.Context, b *sink.Batch) ([]kgo.Record, error)
 				if recs[r], err = s.txnRecord(m, tm, true, meta); err != nil {
 					return nil, err
 				}
+				r++
+			}
+			continue
+		}
+		if len(m.Split) > 1 && dbz {
+			// Debezium's events of a statement it splits (a DROP TABLE
+			// of several tables), all with the message's seq, the end on
+			// the last.
+			for j, v := range m.Split {
+				hj := base
+				if j == len(m.Split)-1 {
+					hj = h
+				}
+				recs[r] = kgo.Record{Topic: names[i], Key: key, Value: v, Headers: hj}
 				r++
 			}
 			continue
