@@ -179,7 +179,7 @@ func dbzDropTexts(q string, tcs []binlog.TableChange) []string {
 	}
 	prefix := q[start:i]
 	suffix := ""
-	tail := strings.TrimRight(stripTrailingComments(q), " \t\r\n;")
+	tail := stripTrailingComments(q)
 	for _, kw := range []string{"RESTRICT", "CASCADE"} {
 		if n := len(tail) - len(kw); n > 0 && strings.EqualFold(tail[n:], kw) && strings.ContainsRune(" \t\r\n`", rune(tail[n-1])) {
 			suffix = " " + tail[n:]
