@@ -38,11 +38,32 @@ func queryText(query, statusVars []byte) string {
 }
 
 // clientCollation finds the character_set_client collation id in a Query
-// event's status variables. They are a sequence of (code, value) pairs
-// whose lengths follow from the code; Q_CHARSET_CODE (4) comes before
-// every variable of a newer server, so the walk stops at the first code it
-// does not know and then reports that the collation is not there.
+// event's status variables (the first collation of Q_CHARSET_CODE).
 func clientCollation(vars []byte) (uint16, bool) {
+	v, ok := statusVar(vars, 4)
+	if !ok || len(v) < 2 {
+		return 0, false
+	}
+	return uint16(v[0]) | uint16(v[1])<<8, true
+}
+
+// modeANSIQuotes is sql_mode's ANSI_QUOTES bit in Q_SQL_MODE_CODE.
+const modeANSIQuotes = 1 << 2
+
+// ansiQuotes reports whether a Query event's statement ran with sql_mode
+// ANSI_QUOTES (a double-quoted text in it is a name, not a string).
+func ansiQuotes(vars []byte) bool {
+	v, ok := statusVar(vars, 1)
+	return ok && len(v) == 8 && v[0]&modeANSIQuotes != 0
+}
+
+// statusVar finds the value of status variable code in a Query event's
+// status variables. They are a sequence of (code, value) pairs whose
+// lengths follow from the code; the walk stops at the first code it does
+// not know (a newer server's, after every variable this knows: the server
+// writes them in the order of their codes) and reports the variable is
+// not there.
+func statusVar(vars []byte, want byte) ([]byte, bool) {
 	for i := 0; i < len(vars); {
 		code := vars[i]
 		i++
@@ -54,27 +75,30 @@ func clientCollation(vars []byte) (uint16, bool) {
 			n = 8
 		case 2: // Q_CATALOG_CODE: length, text, NUL
 			if i >= len(vars) {
-				return 0, false
+				return nil, false
 			}
 			n = 1 + int(vars[i]) + 1
 		case 4: // Q_CHARSET_CODE: client charset, connection and server collations
-			if i+2 > len(vars) {
-				return 0, false
-			}
-			return uint16(vars[i]) | uint16(vars[i+1])<<8, true
+			n = 6
 		case 5, 6: // Q_TIME_ZONE_CODE, Q_CATALOG_NZ_CODE: length, text
 			if i >= len(vars) {
-				return 0, false
+				return nil, false
 			}
 			n = 1 + int(vars[i])
 		case 7, 8: // Q_LC_TIME_NAMES_CODE, Q_CHARSET_DATABASE_CODE
 			n = 2
 		default:
-			return 0, false
+			return nil, false
+		}
+		if i+n > len(vars) {
+			return nil, false
+		}
+		if code == want {
+			return vars[i : i+n], true
 		}
 		i += n
 	}
-	return 0, false
+	return nil, false
 }
 
 func isASCII(b []byte) bool {

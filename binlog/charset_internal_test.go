@@ -25,6 +25,21 @@ func TestQueryText(t *testing.T) {
 	}
 }
 
+func TestANSIQuotes(t *testing.T) {
+	// Q_FLAGS2, then Q_SQL_MODE with ANSI_QUOTES (4) and REAL_AS_FLOAT (1).
+	ansi := []byte{0, 0, 0, 0, 0, 1, 5, 0, 0, 0, 0, 0, 0, 0, 4, 33, 0, 33, 0, 33, 0}
+	if !ansiQuotes(ansi) {
+		t.Error("ANSI_QUOTES not seen")
+	}
+	plain := []byte{0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 2, 0, 0, 0}
+	if ansiQuotes(plain) || ansiQuotes(nil) || ansiQuotes(ansi[:10]) {
+		t.Error("ANSI_QUOTES seen where the mode has none, or the variable is cut")
+	}
+	if coll, ok := clientCollation(ansi); !ok || coll != 33 {
+		t.Errorf("collation after the mode: %d %v", coll, ok)
+	}
+}
+
 // FuzzQueryText: status variables and statements from a binlog never
 // crash the decoding, and a statement of a UTF-8 client is kept as it is.
 func FuzzQueryText(f *testing.F) {

@@ -1987,14 +1987,14 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 		// with GTIDs: "CREATE TABLE ... START TRANSACTION", then the rows,
 		// then the commit). The DDL is delivered in that transaction,
 		// before its rows.
-		return r.ddl(hdr, string(e.Schema), q, st)
+		return r.ddl(hdr, string(e.Schema), q, st, ansiQuotes(e.StatusVars))
 	}
 	if !r.asm.open {
 		r.beginTxn(hdr, "", time.Unix(int64(hdr.Timestamp), 0))
 	}
 	// A statement outside BEGIN..COMMIT (DDL, account management, ...)
 	// is a transaction of its own.
-	if err := r.ddl(hdr, string(e.Schema), q, st); err != nil {
+	if err := r.ddl(hdr, string(e.Schema), q, st, ansiQuotes(e.StatusVars)); err != nil {
 		return err
 	}
 	return r.commit(hdr, h)
@@ -2009,13 +2009,14 @@ func (r *Reader) query(hdr *replication.EventHeader, e *replication.QueryEvent, 
 // Stats.UnparsedDDL) and delivered when its default database has
 // selected tables, or it has none, or it names such a database. Account
 // statements (which may carry password hashes) and statements of other
-// kinds are never delivered, and their text is never logged.
-func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Statement) error {
+// kinds are never delivered, and their text is never logged. ansi says
+// the statement ran with sql_mode ANSI_QUOTES (Change.ANSIQuotes).
+func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Statement, ansi bool) error {
 	if st.Kind != sqlstmt.DDL {
 		return nil
 	}
 	q = sqlstmt.Redact(q) // a table's connection password goes nowhere
-	ch := Change{Op: OpDDL, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize}
+	ch := Change{Op: OpDDL, ANSIQuotes: ansi, Query: q, Schema: db, File: r.file, Pos: hdr.LogPos - hdr.EventSize}
 	if h := r.cfg.History; h != nil {
 		changes, err := h.ApplyDDL(r.ctx, r.endHere(hdr), db, q)
 		if err != nil {

@@ -47,8 +47,11 @@ func (o Op) String() string {
 
 // Change is one row change (or one DDL statement) inside a transaction.
 type Change struct {
-	Op    Op
-	Table *Table
+	Op Op
+	// ANSIQuotes says a DDL change's statement ran with sql_mode
+	// ANSI_QUOTES: a double-quoted text in Query is a name, not a string.
+	ANSIQuotes bool
+	Table      *Table
 	// Before is the row before an update or delete; After the row after an
 	// insert or update. Both are aligned with Table.Columns.
 	Before, After Row

@@ -109,12 +109,17 @@ func (e *Encoder) appendDbzSchemaChangeKey(dst []byte, ch *binlog.Change) []byte
 // no schema history) the array is empty. Where Debezium writes one event
 // per table of a statement that changes several (DROP TABLE a, b), this
 // writes one event with a table change per table (the statement as the
-// server logged it), and AppendDebeziumSplit Debezium's events.
+// server logged it), and AppendDebeziumSplit Debezium's events. The
+// statement is as the server logged it on MariaDB, as Debezium's MySQL
+// connector rewrites it on MySQL (dbzNormalize), and a DROP TABLE of one
+// table as Debezium writes it (dbzDropTexts).
 func (e *Encoder) appendDbzSchemaChange(dst []byte, txn *binlog.Txn, ch *binlog.Change) []byte {
 	tcs := dbzTableChanges(ch)
 	ddl := ch.Query
 	if texts := dbzDropTexts(ch.Query, tcs); len(texts) == 1 {
 		ddl = texts[0]
+	} else if !e.dbz.conn.mariaDB {
+		ddl = dbzNormalize(ddl, ch.ANSIQuotes)
 	}
 	return e.appendDbzSchemaEvent(dst, txn, ch, tcs, ddl)
 }

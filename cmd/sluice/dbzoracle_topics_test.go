@@ -480,7 +480,6 @@ var routineDDL = regexp.MustCompile(`(?is)^\s*(CREATE|DROP|ALTER)\b.*\b(FUNCTION
 const (
 	whyDeclared   = "Debezium's schema follows the column as the CREATE TABLE wrote it (BOOLEAN is boolean with default TRUE, FLOAT(24) keeps its length, CHARACTER SET utf8 is utf8); sluice's schema history keeps it as the server stores it (TINYINT(1) with default 1, FLOAT, utf8mb3): open"
 	whyUnparsed   = "sluice's schema history (Vitess's grammar) does not read every CREATE TABLE Debezium's does (a PRIMARY KEY before the columns, SERIAL, NCHAR): the event's table is null, a later ALTER of the table has no table change, and the rows are read with information_schema's definition: open"
-	whyDDLText    = "Debezium 3.6's MySQL connector rewrites a statement's text before it writes it (its DdlNormalizer: a double-quoted string literal single-quoted, some keywords used as names backticked); sluice writes the statement as the server logged it (a DROP TABLE as Debezium rewrites it): open"
 	whyMariaDB    = "Debezium 3.5.0's MariaDB connector writes comments (doc, tableChanges) without include.schema.comments, where 3.6.1's MySQL connector does not; sluice writes them as 3.6.1: allowed"
 	whyOnUpdate   = "Debezium 3.5.0's MariaDB connector marks a column with ON UPDATE CURRENT_TIMESTAMP neither autoIncremented nor generated, 3.6.1's MySQL connector both; sluice writes them as 3.6.1: allowed"
 	whyTruncNoRow = "a TRUNCATE of a table sluice has read no row of since it started: its op \"t\" event's before and after schemas have no fields (the reader has no definition of the table; the schema history's would need the information_schema-to-column mapping that only the snapshot has): open"
@@ -504,9 +503,6 @@ func topicOpen(flavor position.Flavor, tp string) map[string]string {
 	switch tp {
 	case "sluice": // the schema-change topic
 		add(whyRow, "source.row")
-		if flavor == position.MySQL {
-			add(whyDDLText, "ddl")
-		}
 		add(whyUnparsed, "tableChanges[].table", "tableChanges", "source.table")
 		add(whyDeclared, "tableChanges[].table.columns[].typeName", "tableChanges[].table.columns[].typeExpression",
 			"tableChanges[].table.columns[].jdbcType", "tableChanges[].table.columns[].length", "tableChanges[].table.columns[].scale",
