@@ -113,6 +113,7 @@ type histTable struct {
 	db, name string
 	entity   *schemadiff.CreateTableEntity // nil: unknown
 	def      *Table                        // converted from entity, lazily
+	full     *Table                        // def with its types resolved (History.Table), lazily
 }
 
 type state struct {
@@ -461,6 +462,96 @@ func (h *History) Columns(ctx context.Context, db, table string) (*Table, error)
 		return nil, fmt.Errorf("table %s.%s: the schema history does not know it and there is no information_schema to ask", db, table)
 	}
 	return fb.Columns(ctx, db, table)
+}
+
+// Table returns db.table's definition as of the reader's position with
+// every column's type resolved as a TABLE_MAP would resolve it (Kind,
+// Frac, Precision, BitLen: Column.SetSQLType from the declared type), or
+// nil when the history does not know the table or a type. A TRUNCATE of a
+// table the reader has read no row of carries it, so that its event has
+// the table's schema.
+func (h *History) Table(db, table string) *Table {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	t, ok := h.cur.tables[histKey(db, table)]
+	if !ok || t.entity == nil {
+		return nil
+	}
+	if t.full != nil {
+		return t.full
+	}
+	out, err := h.toTable(t, h.cur)
+	if err != nil {
+		return nil
+	}
+	for i, cd := range t.entity.CreateTable.TableSpec.Columns {
+		col := &out.Columns[i]
+		enum, set := col.Enum, col.Set
+		dataType, colType, prec, scale, dtPrec := declaredSQLType(cd.Type, h.mariaDB)
+		if err := col.SetSQLType(h.mariaDB, dataType, colType, prec, scale, dtPrec); err != nil {
+			h.log.Warn("schema history: a column's type cannot be resolved", "table", db+"."+table, "column", col.Name, "error", err)
+			return nil
+		}
+		col.Enum, col.Set = enum, set
+		if col.jsonText {
+			col.Kind = KindJSON
+		}
+	}
+	t.full = out
+	return out
+}
+
+// declaredSQLType gives a declared column type as information_schema
+// would describe it, for Column.SetSQLType: DATA_TYPE, a COLUMN_TYPE
+// with what SetSQLType reads from it (UNSIGNED, FLOAT's scale, ENUM and
+// SET members), and the precision, scale and fractional-second precision
+// with the server's defaults (DECIMAL(10,0), BIT(1), DATETIME(0)).
+func declaredSQLType(ct *sqlparser.ColumnType, mariaDB bool) (dataType, colType string, prec, scale, dtPrec int) {
+	dataType = strings.ToLower(ct.Type)
+	switch dataType {
+	case "bool", "boolean":
+		dataType = "tinyint"
+	case "integer":
+		dataType = "int"
+	case "dec", "fixed":
+		dataType = "decimal"
+	case "nchar":
+		dataType = "char"
+	case "nvarchar":
+		dataType = "varchar"
+	case "json":
+		if mariaDB {
+			dataType = "longtext" // MariaDB's JSON is LONGTEXT with a json_valid check
+		}
+	}
+	length := func(def int) int {
+		if ct.Length != nil {
+			return *ct.Length
+		}
+		return def
+	}
+	colType = dataType
+	switch dataType {
+	case "decimal", "numeric":
+		prec = length(10)
+		if ct.Scale != nil {
+			scale = *ct.Scale
+		}
+	case "bit":
+		prec = length(1)
+	case "datetime", "timestamp", "time":
+		dtPrec = length(0)
+	case "float":
+		if ct.Scale != nil {
+			colType = fmt.Sprintf("float(%d,%d)", length(0), *ct.Scale)
+		}
+	case "enum", "set":
+		colType = dataType + "(" + strings.Join(ct.EnumValues, ",") + ")"
+	}
+	if ct.Unsigned {
+		colType += " unsigned"
+	}
+	return dataType, colType, prec, scale, dtPrec
 }
 
 // Invalidate forwards to the fallback: the history itself changes only by
@@ -1075,9 +1166,10 @@ func (h *History) toTable(t *histTable, s state) (*Table, error) {
 	envColl := h.env.CollationEnv().LookupName(h.env.DefaultColl)
 	jsonChecked := map[string]bool{}
 	for _, c := range spec.Constraints {
+		// The grammar reads json_valid(c) as a JSON attribute function.
 		if chk, ok := c.Details.(*sqlparser.CheckConstraintDefinition); ok {
-			if f, ok := chk.Expr.(*sqlparser.FuncExpr); ok && f.Name.EqualString("json_valid") && len(f.Exprs) == 1 {
-				if cn, ok := f.Exprs[0].(*sqlparser.ColName); ok {
+			if f, ok := chk.Expr.(*sqlparser.JSONAttributesExpr); ok && f.Type == sqlparser.ValidAttributeType && f.Path == nil {
+				if cn, ok := f.JSONDoc.(*sqlparser.ColName); ok {
 					jsonChecked[cn.Name.Lowered()] = true
 				}
 			}

@@ -2,6 +2,7 @@ package binlog_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/sluice-cdc/sluice/codec"
 	"github.com/sluice-cdc/sluice/internal/testenv"
 	"github.com/sluice-cdc/sluice/position"
+	"github.com/sluice-cdc/sluice/snapshot"
 )
 
 // captureHistory is a schema history of the selected tables captured from
@@ -135,4 +137,88 @@ func TestHistoryCheckedAgainstFullMetadata(t *testing.T) {
 			t.Fatalf("reader stats %+v, want the history's mismatch (sluice_schema_history_mismatches_total)", s)
 		}
 	})
+}
+
+// TestHistoryTableAsDescribed: the schema history's resolved definition
+// of a table (History.Table, what a TRUNCATE of a table no row was read of
+// carries) is the one the reader gives a row of the table, and the one
+// the snapshot reads from information_schema, for every column type of the
+// differential tests and the aliases a CREATE TABLE may declare, on both
+// servers (a MariaDB JSON column, SHOW CREATE TABLE's LONGTEXT with a
+// json_valid check, is JSON to each).
+func TestHistoryTableAsDescribed(t *testing.T) {
+	testenv.ForEachFlavor(t, func(t *testing.T, f position.Flavor) {
+		db := startServer(t, f, testenv.Options{})
+		exec(t, db, "CREATE DATABASE app")
+		types := diffCaseFor(f).tables[0]
+		exec(t, db, types.createSQL()...)
+		exec(t, db, "CREATE TABLE app.aliases (id INTEGER PRIMARY KEY, b BOOLEAN, b2 BOOL DEFAULT TRUE, d DEC(8,3), fx FIXED, n NUMERIC, nc NCHAR(3), nv NVARCHAR(5), "+
+			"f73 FLOAT(7,3) UNSIGNED, r REAL, dp DOUBLE PRECISION, bt BIT, dt2 DATETIME(2), ts4 TIMESTAMP(4) NULL, t1 TIME(1), "+
+			"e ENUM('it''s','b') NOT NULL, s SET('x') DEFAULT 'x', u8 VARCHAR(3) CHARACTER SET utf8, z INT ZEROFILL) DEFAULT CHARSET latin1")
+		names := []string{types.name, "aliases"}
+		if f == position.MariaDB {
+			// Vitess's grammar has no INET4, INET6 or UUID: the history
+			// does not know such a table (a TRUNCATE of it has no schema
+			// until a row was read).
+			exec(t, db, "CREATE TABLE app.inet (id INT PRIMARY KEY, i4 INET4)")
+		}
+		tables, _ := binlog.ParseFilter("app.*")
+		h, start := captureHistory(t, db, f, tables, nil)
+		exec(t, db, "SET SESSION sql_mode = ''", "INSERT INTO app."+types.name+" (id) VALUES (1)", "INSERT INTO app.aliases (id) VALUES (1)")
+		r := newReader(t, db, func(c *binlog.Config) { c.Start, c.Tables, c.History = start, tables, h })
+		read := map[string]*binlog.Table{}
+		for len(read) < len(names) {
+			txn := next(t, r)
+			for i := range txn.Changes {
+				if tb := txn.Changes[i].Table; tb != nil && txn.Changes[i].Op != binlog.OpDDL {
+					read[tb.Name] = tb
+				}
+			}
+		}
+		c, err := db.Conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, name := range names {
+			got := h.Table("app", name)
+			if got == nil {
+				t.Fatalf("%s: the history has no resolved definition", name)
+			}
+			described, err := snapshot.Describe(context.Background(), c, "app", name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for what, want := range map[string]*binlog.Table{"the reader's row": read[name], "information_schema": described} {
+				if len(got.Columns) != len(want.Columns) {
+					t.Fatalf("%s: %d columns, %s %d", name, len(got.Columns), what, len(want.Columns))
+				}
+				for i := range want.Columns {
+					gc, wc := got.Columns[i], want.Columns[i]
+					if g, w := columnTypeText(&gc), columnTypeText(&wc); g != w {
+						t.Errorf("%s column %d:\n history %s\n %s %s", name, i+1, g, what, w)
+					}
+				}
+				if fmt.Sprint(got.PrimaryKey) != fmt.Sprint(want.PrimaryKey) {
+					t.Errorf("%s: key %v, %s %v", name, got.PrimaryKey, what, want.PrimaryKey)
+				}
+			}
+		}
+		if f == position.MariaDB && h.Table("app", "inet") != nil {
+			t.Error("a table of a type Vitess's grammar does not read has a definition")
+		}
+		if h.Table("app", "nosuch") != nil {
+			t.Error("a table the history does not know has a definition")
+		}
+	})
+}
+
+// columnTypeText is what a column's definition says of its type.
+func columnTypeText(c *binlog.Column) string {
+	def := "<none>"
+	if c.Default != nil {
+		def = *c.Default
+	}
+	return fmt.Sprintf("%s type=%d kind=%v unsigned=%v nullable=%v charset=%q frac=%d prec=%d bits=%d enum=%q set=%q floatMD=%v point=%v uuid=%v typeName=%s default=%q",
+		c.Name, c.Type, c.Kind, c.Unsigned, c.Nullable, c.Charset, c.Frac, c.Precision, c.BitLen, c.Enum, c.Set, c.FloatMD, c.Point, c.UUID, c.TypeName(), def)
 }

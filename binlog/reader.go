@@ -2027,10 +2027,14 @@ func (r *Reader) ddl(hdr *replication.EventHeader, db, q string, st sqlstmt.Stat
 	deliver := false
 	// A TRUNCATE leaves the table's definition as it is: its change
 	// carries the one its rows were last read with, when one is cached,
-	// so that format debezium's op "t" event has the table's schema.
+	// else the schema history's, so that format debezium's op "t" event
+	// has the table's schema.
 	var truncated *Table
 	if st.Parsed && st.Verb == "TRUNCATE" && len(st.Tables) == 1 {
 		truncated = r.schemas.lookup(st.Tables[0].Schema, st.Tables[0].Name)
+		if truncated == nil && r.cfg.History != nil {
+			truncated = r.cfg.History.Table(st.Tables[0].Schema, st.Tables[0].Name)
+		}
 	}
 	if st.Parsed {
 		named := -1 // the first selected table, else the first

@@ -66,7 +66,8 @@ type Change struct {
 	// ran in when it could not be read). A DDL change that touches one
 	// table has Table set to a Table naming it, without columns; a
 	// TRUNCATE's is the definition the table's rows were last read with,
-	// when the reader has read one since it started.
+	// when the reader has read one since it started, else the schema
+	// history's (History.Table), when it knows the table.
 	Query  string
 	Schema string
 	// TableChanges are, for a DDL change read with a schema history

@@ -156,7 +156,7 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 		col.Charset = cell(rs, i, 6)
 		col.Nullable = cell(rs, i, 8) == "YES"
 		col.Collation, _ = rs.GetUint(i, 9)
-		if err := setType(col, mariaDB, strings.ToLower(cell(rs, i, 1)), cell(rs, i, 2), int(prec), int(scale), int(dtPrec)); err != nil {
+		if err := col.SetSQLType(mariaDB, strings.ToLower(cell(rs, i, 1)), cell(rs, i, 2), int(prec), int(scale), int(dtPrec)); err != nil {
 			return nil, fmt.Errorf("%w: %s column %q: %v", ErrUnsupportedType, name, col.Name, err)
 		}
 	}
@@ -172,114 +172,6 @@ func inspect(c *client.Conn, db, table string) (*TableInfo, error) {
 	}
 	return info, nil
 }
-
-// setType sets Type, Kind and the type's attributes of a column from its
-// information_schema description. col.Charset holds CHARACTER_SET_NAME.
-// mariaDB says which server's binlog metadata to match: MariaDB's gives
-// GEOMETRY the binary character set, MySQL's none; VECTOR has it on both.
-func setType(col *binlog.Column, mariaDB bool, dataType, colType string, prec, scale, dtPrec int) error {
-	col.Unsigned = strings.Contains(strings.ToLower(colType), "unsigned")
-	text := func(typ byte) {
-		col.Type = typ
-		if col.Charset == "" { // BINARY, VARBINARY and BLOB have no character set
-			col.Charset, col.Collation = "binary", collationBinary
-		}
-		col.Kind = binlog.KindString
-		if col.Charset == "binary" {
-			col.Kind = binlog.KindBytes
-		}
-	}
-	integer := func(typ byte) {
-		col.Type, col.Kind = typ, binlog.KindInt
-		if col.Unsigned {
-			col.Kind = binlog.KindUint
-		}
-	}
-	switch dataType {
-	case "tinyint":
-		integer(mysql.MYSQL_TYPE_TINY)
-	case "smallint":
-		integer(mysql.MYSQL_TYPE_SHORT)
-	case "mediumint":
-		integer(mysql.MYSQL_TYPE_INT24)
-	case "int", "integer":
-		integer(mysql.MYSQL_TYPE_LONG)
-	case "bigint":
-		integer(mysql.MYSQL_TYPE_LONGLONG)
-	case "float":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_FLOAT, binlog.KindFloat
-		col.FloatMD = strings.Contains(colType, ",")
-	case "double", "real", "double precision":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_DOUBLE, binlog.KindDouble
-	case "decimal", "numeric":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_NEWDECIMAL, binlog.KindDecimal
-		col.Precision, col.Frac = prec, scale
-	case "date":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_DATE, binlog.KindDate
-	case "datetime":
-		col.Type, col.Kind, col.Frac = mysql.MYSQL_TYPE_DATETIME2, binlog.KindDateTime, dtPrec
-	case "timestamp":
-		col.Type, col.Kind, col.Frac = mysql.MYSQL_TYPE_TIMESTAMP2, binlog.KindTimestamp, dtPrec
-	case "time":
-		col.Type, col.Kind, col.Frac = mysql.MYSQL_TYPE_TIME2, binlog.KindTime, dtPrec
-	case "year":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_YEAR, binlog.KindYear
-		col.Unsigned = true // YEAR is stored unsigned, and the binlog flags it so
-	case "char", "binary":
-		text(mysql.MYSQL_TYPE_STRING)
-	case "varchar", "varbinary":
-		text(mysql.MYSQL_TYPE_VARCHAR)
-	case "tinytext", "text", "mediumtext", "longtext", "tinyblob", "blob", "mediumblob", "longblob":
-		text(mysql.MYSQL_TYPE_BLOB)
-	case "enum":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_ENUM, binlog.KindEnum
-		col.Enum = binlog.ParseMembers(colType)
-	case "set":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_SET, binlog.KindSet
-		col.Set = binlog.ParseMembers(colType)
-		if len(col.Set) > 64 {
-			return fmt.Errorf("SET with %d members", len(col.Set))
-		}
-	case "bit":
-		if prec < 1 || prec > 64 {
-			return fmt.Errorf("BIT(%d)", prec)
-		}
-		col.Type, col.Kind, col.BitLen = mysql.MYSQL_TYPE_BIT, binlog.KindBit, prec
-		col.Unsigned = false
-	case "json": // MySQL's binary JSON (MariaDB's JSON is longtext)
-		// MySQL logs no character set for it.
-		col.Type, col.Kind = mysql.MYSQL_TYPE_JSON, binlog.KindJSON
-	case "geometry", "point", "linestring", "polygon", "multipoint", "multilinestring",
-		"multipolygon", "geometrycollection", "geomcollection":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_GEOMETRY, binlog.KindGeometry
-		col.Point = dataType == "point"
-		if mariaDB {
-			col.Charset, col.Collation = "binary", collationBinary
-		}
-	case "vector":
-		col.Type, col.Kind = mysql.MYSQL_TYPE_VECTOR, binlog.KindVector
-		col.Charset, col.Collation = "binary", collationBinary
-	case "inet4", "inet6", "uuid":
-		// MariaDB's fixed-size binary types: the binlog logs them as
-		// BINARY(4) or BINARY(16) of their binary form (the address in
-		// network order, the UUID's bytes), which SelectList selects
-		// with a cast (SELECT itself gives the text, '::1').
-		col.Charset, col.Collation = "binary", collationBinary
-		col.UUID = dataType == "uuid"
-		text(mysql.MYSQL_TYPE_STRING)
-	default:
-		// Other plugin types reach the binlog in an internal binary form
-		// that SELECT does not return.
-		return fmt.Errorf("type %s is not supported by the snapshot", colType)
-	}
-	if col.Kind != binlog.KindString && col.Kind != binlog.KindBytes && col.Kind != binlog.KindEnum &&
-		col.Kind != binlog.KindSet && col.Kind != binlog.KindGeometry && col.Kind != binlog.KindVector {
-		col.Charset, col.Collation = "", 0
-	}
-	return nil
-}
-
-const collationBinary = 63
 
 // readKey finds the table's primary key, or else its first unique index
 // over NOT NULL columns, in the order the server lists indexes (primary
@@ -386,7 +278,7 @@ func readJSONChecks(c *client.Conn, t *binlog.Table) error {
 			continue
 		}
 		if col := &t.Columns[j]; col.Type == mysql.MYSQL_TYPE_BLOB && col.Kind == binlog.KindString {
-			col.Kind = binlog.KindJSON
+			col.MarkJSONText()
 		}
 	}
 	return nil
