@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 
 	"github.com/sluice-cdc/sluice/binlog"
 	"github.com/sluice-cdc/sluice/internal/jsonstr"
@@ -229,6 +230,51 @@ func stripTrailingComments(q string) string {
 	}
 }
 
+// dbzTableOrder returns the names of the tables of tcs in the order a
+// Debezium source block lists them: its source info keeps the statement's
+// tables in a java.util.HashSet<TableId> (BinlogSourceInfo.tableEvent,
+// new HashSet<>(tables)), so they come in the order of their buckets, by
+// the Java hash of the id "db.table" spread as HashMap spreads it, in a
+// table of the capacity that constructor gives (16 up to 11 tables, as
+// on Java 17); within a bucket in statement order.
+func dbzTableOrder(tcs []binlog.TableChange) []string {
+	capacity := 16
+	for want := max(int(float32(len(tcs))/0.75)+1, 16); capacity < want; {
+		capacity *= 2
+	}
+	type entry struct {
+		bucket int
+		name   string
+	}
+	es := make([]entry, len(tcs))
+	for i := range tcs {
+		h := javaStringHash(tcs[i].DB + "." + tcs[i].Table)
+		es[i] = entry{int((h ^ h>>16) & uint32(capacity-1)), tcs[i].Table}
+	}
+	slices.SortStableFunc(es, func(a, b entry) int { return a.bucket - b.bucket })
+	names := make([]string, len(es))
+	for i := range es {
+		names[i] = es[i].name
+	}
+	return names
+}
+
+// javaStringHash is java.lang.String.hashCode of s: over its UTF-16 code
+// units, as a 32-bit pattern.
+func javaStringHash(s string) uint32 {
+	var h uint32
+	for _, r := range s {
+		if r >= 0x10000 {
+			hi, lo := utf16.EncodeRune(r)
+			h = 31*h + uint32(hi)
+			h = 31*h + uint32(lo)
+			continue
+		}
+		h = 31*h + uint32(r)
+	}
+	return h
+}
+
 // appendDbzSchemaEvent appends one schema-change event of ch: for the
 // table changes tcs, with the statement ddl.
 func (e *Encoder) appendDbzSchemaEvent(dst []byte, txn *binlog.Txn, ch *binlog.Change, tcs []binlog.TableChange, ddl string) []byte {
@@ -243,12 +289,10 @@ func (e *Encoder) appendDbzSchemaEvent(dst []byte, txn *binlog.Txn, ch *binlog.C
 	src := *ch
 	src.Row = 0
 	src.Table = nil
-	if len(tcs) > 0 {
-		names := make([]string, 0, len(tcs))
-		for i := range tcs {
-			names = append(names, tcs[i].Table)
-		}
-		src.Table = &binlog.Table{Schema: db, Name: strings.Join(names, ",")}
+	if all := dbzTableChanges(ch); len(all) > 0 {
+		// Every table of the statement, also in each of a split DROP's
+		// events, as Debezium lists them.
+		src.Table = &binlog.Table{Schema: db, Name: strings.Join(dbzTableOrder(all), ",")}
 	} else {
 		src.Schema = db
 	}

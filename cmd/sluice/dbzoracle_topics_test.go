@@ -479,8 +479,7 @@ var routineDDL = regexp.MustCompile(`(?is)^\s*(CREATE|DROP|ALTER)\b.*\b(FUNCTION
 // Reasons of the open differences TestDebeziumOracleTopics finds; each is
 // in docs/FORMAT.md ("Verified against Debezium").
 const (
-	whyDeclared = "Debezium's schema follows the column as the CREATE TABLE wrote it (BOOLEAN is boolean with default TRUE, FLOAT(24) keeps its length, CHARACTER SET utf8 is utf8); sluice's schema history keeps it as the server stores it (TINYINT(1) with default 1, FLOAT, utf8mb3): open"
-	whyUnparsed = "sluice's schema history (Vitess's grammar) does not read every CREATE TABLE Debezium's does (a PRIMARY KEY before the columns, SERIAL, NCHAR): the event's table is null, a later ALTER of the table has no table change, and the rows are read with information_schema's definition: open"
+	whyDeclared = "Debezium's schema follows the column as the CREATE TABLE wrote it (BOOLEAN is boolean with default TRUE, FLOAT(24) keeps its length, CHARACTER SET utf8 is utf8, an ENUM member keeps its quoting 'c,\\'d'); sluice's schema history keeps it as the server stores it (TINYINT(1) with default 1, FLOAT, utf8mb3, 'c,''d'): open"
 	whyMariaDB  = "Debezium 3.5.0's MariaDB connector writes comments (doc, tableChanges) without include.schema.comments, where 3.6.1's MySQL connector does not; sluice writes them as 3.6.1: allowed"
 	whyOnUpdate = "Debezium 3.5.0's MariaDB connector marks a column with ON UPDATE CURRENT_TIMESTAMP neither autoIncremented nor generated, 3.6.1's MySQL connector both; sluice writes them as 3.6.1: allowed"
 	whyTxnTrunc = "Debezium 3.5.0's MariaDB connector gives a TRUNCATE's op \"t\" event a transaction block (of the BEGIN it never ends); sluice, none: allowed"
@@ -503,10 +502,10 @@ func topicOpen(flavor position.Flavor, tp string) map[string]string {
 	switch tp {
 	case "sluice": // the schema-change topic
 		add(whyRow, "source.row")
-		add(whyUnparsed, "tableChanges[].table", "tableChanges", "source.table")
 		add(whyDeclared, "tableChanges[].table.columns[].typeName", "tableChanges[].table.columns[].typeExpression",
 			"tableChanges[].table.columns[].jdbcType", "tableChanges[].table.columns[].length", "tableChanges[].table.columns[].scale",
-			"tableChanges[].table.columns[].charsetName", "tableChanges[].table.defaultCharsetName", "tableChanges[].table.columns[].defaultValueExpression")
+			"tableChanges[].table.columns[].charsetName", "tableChanges[].table.defaultCharsetName", "tableChanges[].table.columns[].defaultValueExpression",
+			"tableChanges[].table.columns[].enumValues[]")
 		if flavor == position.MariaDB {
 			add(whyMariaDB, "tableChanges[].table.columns[].comment", "tableChanges[].table.comment")
 			add(whyOnUpdate, "tableChanges[].table.columns[].autoIncremented", "tableChanges[].table.columns[].generated")

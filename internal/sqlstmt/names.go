@@ -105,62 +105,12 @@ func quoteBareNames(q string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(q) + 8)
-	nameByte := func(c byte) bool {
-		return c >= 0x80 || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '$'
-	}
-	for i := 0; i < len(q); {
-		c := q[i]
-		switch {
-		case c == '\'' || c == '"' || c == '`':
-			j := i + 1
-			for j < len(q) {
-				if q[j] == '\\' && c != '`' && j+1 < len(q) {
-					j += 2
-					continue
-				}
-				if q[j] == c {
-					if j+1 < len(q) && q[j+1] == c { // doubled: part of it
-						j += 2
-						continue
-					}
-					j++
-					break
-				}
-				j++
-			}
-			b.WriteString(q[i:j])
-			i = j
-		case c == '#' || c == '-' && strings.HasPrefix(q[i:], "-- "):
-			j := strings.IndexByte(q[i:], '\n')
-			if j < 0 {
-				j = len(q) - i
-			}
-			b.WriteString(q[i : i+j])
-			i += j
-		case c == '/' && strings.HasPrefix(q[i:], "/*"):
-			j := strings.Index(q[i+2:], "*/")
-			if j < 0 {
-				j = len(q) - i - 2
-			} else {
-				j += 2
-			}
-			b.WriteString(q[i : i+2+j])
-			i += 2 + j
-		case nameByte(c):
-			j, beyond := i, false
-			for j < len(q) && nameByte(q[j]) {
-				beyond = beyond || q[j] >= 0x80
-				j++
-			}
-			if beyond {
-				b.WriteString(QuoteIdent(q[i:j]))
-			} else {
-				b.WriteString(q[i:j])
-			}
-			i = j
-		default:
-			b.WriteByte(c)
-			i++
+	for _, sp := range lex(q) {
+		w := q[sp.start:sp.end]
+		if sp.kind == 'w' && strings.IndexFunc(w, func(r rune) bool { return r >= 0x80 }) >= 0 {
+			b.WriteString(QuoteIdent(w))
+		} else {
+			b.WriteString(w)
 		}
 	}
 	return b.String()

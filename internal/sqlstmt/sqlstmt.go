@@ -402,8 +402,53 @@ func needsQuotes(id string) bool {
 // more than Parse tells (the schema history applies DDL trees to table
 // definitions). The error names the statement by nothing but its
 // position in it.
+//
+// A CREATE or ALTER TABLE the grammar reads only in part is read again in
+// grammarForm's words (type synonyms, keys before columns), and that tree
+// returned when it is whole.
+//
+// A column's character set or collation written as a string (CHARACTER
+// SET 'utf8' COLLATE 'utf8_unicode_ci', which the servers take) is a name
+// in the tree, as it is to the server, and utf8 is utf8mb3 (its meaning on
+// MySQL 8 and MariaDB 10.6+), so that a charset and collation given
+// together agree for Vitess's schemadiff.
 func Grammar(query string) (sqlparser.Statement, error) {
-	return parser.Parse(quoteBareNames(query))
+	q := quoteBareNames(query)
+	st, err := parser.Parse(q)
+	if err != nil || !fullyParsed(st) {
+		if r, ok := grammarForm(q); ok {
+			if st2, err2 := parser.Parse(r); err2 == nil && fullyParsed(st2) {
+				st, err = st2, nil
+			}
+		}
+	}
+	if err == nil {
+		unquoteCharsets(st)
+	}
+	return st, err
+}
+
+// unquoteCharsets makes each column's character set and collation in st
+// that the grammar kept with its quotes a bare name, utf8 utf8mb3.
+func unquoteCharsets(st sqlparser.Statement) {
+	unquote := func(s string) string {
+		if len(s) >= 2 && (s[0] == '\'' || s[0] == '"') && s[len(s)-1] == s[0] {
+			s = s[1 : len(s)-1]
+		}
+		if strings.EqualFold(s, "utf8") || len(s) > 5 && strings.EqualFold(s[:5], "utf8_") {
+			s = "utf8mb3" + s[4:]
+		}
+		return s
+	}
+	_ = sqlparser.Walk(func(n sqlparser.SQLNode) (bool, error) {
+		if ct, ok := n.(*sqlparser.ColumnType); ok && ct != nil {
+			ct.Charset.Name = unquote(ct.Charset.Name)
+			if ct.Options != nil {
+				ct.Options.Collate = unquote(ct.Options.Collate)
+			}
+		}
+		return true, nil
+	}, st)
 }
 
 // QuoteIdent quotes an identifier for MySQL and MariaDB: in backticks,
